@@ -1,0 +1,1 @@
+//! A write-ahead log over [`simfs::Fs`].
