@@ -1,0 +1,428 @@
+//! The on-disk format as a pure codec: segment headers and record frames. No I/O.
+//!
+//! `docs/FORMAT.md` specifies every byte; this module is the reference
+//! implementation and the fuzz targets call it directly. Every decoder checks
+//! a length against [`MAX_RECORD_BYTES`] before it allocates, and accepts only
+//! bytes the encoder could have written (reserved fields and padding zero), so
+//! anything accepted re-encodes to the same bytes.
+
+use crc32fast::Hasher;
+
+/// Magic bytes at the start of every segment file.
+pub const SEGMENT_MAGIC: [u8; 8] = *b"SIMWAL\x00\x01";
+/// The format version this code writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+/// Size of the segment header in bytes; the first frame starts here.
+pub const SEGMENT_HEADER_BYTES: usize = 64;
+/// Size of a frame header in bytes.
+pub const FRAME_HEADER_BYTES: usize = 32;
+/// Frames start at multiples of this many bytes (relative to the file start).
+pub const FRAME_ALIGN_BYTES: usize = 8;
+/// The largest payload a record may have: 64 MiB. Checked before any allocation.
+pub const MAX_RECORD_BYTES: u32 = 64 << 20;
+
+/// What a frame is. `0` is reserved for unwritten (zeroed) space.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FrameKind {
+    /// A single record that commits itself.
+    Record = 1,
+    /// A member of an atomic batch; not committed until the batch's `BatchEnd`.
+    BatchMember = 2,
+    /// The last member of an atomic batch: it commits the whole batch.
+    BatchEnd = 3,
+}
+
+impl FrameKind {
+    fn from_u8(b: u8) -> Option<FrameKind> {
+        match b {
+            1 => Some(FrameKind::Record),
+            2 => Some(FrameKind::BatchMember),
+            3 => Some(FrameKind::BatchEnd),
+            _ => None,
+        }
+    }
+
+    /// Whether a frame of this kind ends a commit unit (a single record or a batch).
+    pub fn commits(self) -> bool {
+        matches!(self, FrameKind::Record | FrameKind::BatchEnd)
+    }
+}
+
+/// The decoded header of a segment file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SegmentHeader {
+    /// Never reused within a log directory.
+    pub segment_id: u64,
+    /// Index of the first record this segment holds (or will hold).
+    pub first_index: u64,
+    /// Per-segment salt mixed into every frame checksum.
+    pub salt: u32,
+}
+
+/// Why bytes did not decode as a segment header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HeaderError {
+    /// Fewer than [`SEGMENT_HEADER_BYTES`] bytes.
+    Short,
+    /// All zero: a segment whose header was never written.
+    Unwritten,
+    /// Wrong magic bytes.
+    BadMagic,
+    /// A format version this code does not read.
+    UnsupportedVersion(u32),
+    /// The checksum does not match, or a reserved field is not zero.
+    BadChecksum,
+}
+
+impl SegmentHeader {
+    /// Encodes the header into its 64 bytes.
+    ///
+    /// ```
+    /// use wal::codec::{SegmentHeader, SEGMENT_HEADER_BYTES};
+    /// let h = SegmentHeader { segment_id: 3, first_index: 100, salt: 7 };
+    /// let bytes = h.encode();
+    /// assert_eq!(bytes.len(), SEGMENT_HEADER_BYTES);
+    /// assert_eq!(SegmentHeader::decode(&bytes), Ok(h));
+    /// ```
+    pub fn encode(&self) -> [u8; SEGMENT_HEADER_BYTES] {
+        let mut b = [0u8; SEGMENT_HEADER_BYTES];
+        b[0..8].copy_from_slice(&SEGMENT_MAGIC);
+        b[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        b[12..16].copy_from_slice(&(SEGMENT_HEADER_BYTES as u32).to_le_bytes());
+        b[16..24].copy_from_slice(&self.segment_id.to_le_bytes());
+        b[24..32].copy_from_slice(&self.first_index.to_le_bytes());
+        b[32..36].copy_from_slice(&self.salt.to_le_bytes());
+        // 36..60 reserved, zero.
+        let crc = crc32fast::hash(&b[0..60]);
+        b[60..64].copy_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    /// Decodes a header from the first [`SEGMENT_HEADER_BYTES`] of `bytes`.
+    pub fn decode(bytes: &[u8]) -> Result<SegmentHeader, HeaderError> {
+        let b = bytes.get(..SEGMENT_HEADER_BYTES).ok_or(HeaderError::Short)?;
+        if b.iter().all(|&x| x == 0) {
+            return Err(HeaderError::Unwritten);
+        }
+        if b[0..8] != SEGMENT_MAGIC {
+            return Err(HeaderError::BadMagic);
+        }
+        let version = le_u32(&b[8..12]);
+        if version != FORMAT_VERSION {
+            return Err(HeaderError::UnsupportedVersion(version));
+        }
+        let stored_crc = le_u32(&b[60..64]);
+        let header_len = le_u32(&b[12..16]);
+        let reserved_zero = b[36..60].iter().all(|&x| x == 0);
+        if stored_crc != crc32fast::hash(&b[0..60])
+            || header_len != SEGMENT_HEADER_BYTES as u32
+            || !reserved_zero
+        {
+            return Err(HeaderError::BadChecksum);
+        }
+        Ok(SegmentHeader {
+            segment_id: le_u64(&b[16..24]),
+            first_index: le_u64(&b[24..32]),
+            salt: le_u32(&b[32..36]),
+        })
+    }
+
+    /// The checksum seed that binds frames to this segment: frames copied from
+    /// another segment (or a recycled file) fail their checksum here.
+    pub fn frame_seed(&self) -> FrameSeed {
+        FrameSeed {
+            segment_id: self.segment_id,
+            salt: self.salt,
+        }
+    }
+}
+
+/// What binds a frame's checksum to its segment: the segment id and salt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FrameSeed {
+    /// The segment's id.
+    pub segment_id: u64,
+    /// The segment's salt.
+    pub salt: u32,
+}
+
+impl FrameSeed {
+    fn hasher(&self) -> Hasher {
+        let mut h = Hasher::new();
+        h.update(&self.salt.to_le_bytes());
+        h.update(&self.segment_id.to_le_bytes());
+        h
+    }
+}
+
+/// The decoded header of one frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FrameHeader {
+    /// Payload length in bytes, at most [`MAX_RECORD_BYTES`].
+    pub len: u32,
+    /// The record's index.
+    pub index: u64,
+    /// Every record with a lower index was durable when this frame was
+    /// written. Recovery uses it to tell a torn tail from mid-log corruption.
+    pub durable_next: u64,
+    /// Record, batch member or batch end.
+    pub kind: FrameKind,
+}
+
+/// Why bytes at a frame position did not decode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrameError {
+    /// Fewer than [`FRAME_HEADER_BYTES`] bytes, or the payload runs past the
+    /// end of the bytes given.
+    Short,
+    /// An all-zero header: unwritten space, the clean end of the log.
+    Unwritten,
+    /// The header checksum does not match, or a field is out of range.
+    BadHeader,
+    /// The header is intact but the payload checksum does not match.
+    BadPayload,
+}
+
+impl FrameHeader {
+    /// Total bytes the frame takes on disk: header, payload, zero padding to
+    /// [`FRAME_ALIGN_BYTES`].
+    ///
+    /// ```
+    /// assert_eq!(wal::codec::frame_len(0), 32);
+    /// assert_eq!(wal::codec::frame_len(1), 40);
+    /// assert_eq!(wal::codec::frame_len(8), 40);
+    /// ```
+    pub fn frame_len(&self) -> usize {
+        frame_len(self.len as usize)
+    }
+}
+
+/// Total on-disk size of a frame with a payload of `payload_len` bytes.
+pub fn frame_len(payload_len: usize) -> usize {
+    let raw = FRAME_HEADER_BYTES + payload_len;
+    raw.div_ceil(FRAME_ALIGN_BYTES) * FRAME_ALIGN_BYTES
+}
+
+/// Appends the encoded frame for one record to `out`.
+///
+/// `payload.len()` must be at most [`MAX_RECORD_BYTES`]; callers check it
+/// first and return a typed error (this function asserts it).
+///
+/// ```
+/// use wal::codec::*;
+/// let seed = SegmentHeader { segment_id: 1, first_index: 0, salt: 9 }.frame_seed();
+/// let mut buf = Vec::new();
+/// encode_frame(&mut buf, seed, FrameKind::Record, 5, 5, b"hello");
+/// let (h, payload) = decode_frame(&buf, seed).unwrap();
+/// assert_eq!((h.index, payload), (5, &b"hello"[..]));
+/// ```
+pub fn encode_frame(
+    out: &mut Vec<u8>,
+    seed: FrameSeed,
+    kind: FrameKind,
+    index: u64,
+    durable_next: u64,
+    payload: &[u8],
+) {
+    assert!(payload.len() <= MAX_RECORD_BYTES as usize, "record too large");
+    let start = out.len();
+    let mut h = [0u8; FRAME_HEADER_BYTES];
+    h[4..8].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+    h[8..16].copy_from_slice(&index.to_le_bytes());
+    h[16..24].copy_from_slice(&durable_next.to_le_bytes());
+    h[24] = kind as u8;
+    // 25..28 flags and reserved: zero.
+    let mut hh = seed.hasher();
+    hh.update(&h[4..28]);
+    let header_crc = hh.clone().finalize();
+    h[28..32].copy_from_slice(&header_crc.to_le_bytes());
+    hh.update(&h[28..32]);
+    hh.update(payload);
+    h[0..4].copy_from_slice(&hh.finalize().to_le_bytes());
+    out.extend_from_slice(&h);
+    out.extend_from_slice(payload);
+    out.resize(start + frame_len(payload.len()), 0);
+}
+
+/// Decodes only the frame header at the start of `bytes` (checking the header
+/// checksum and field ranges), so a reader knows how many bytes to fetch
+/// before it allocates.
+pub fn decode_frame_header(bytes: &[u8], seed: FrameSeed) -> Result<FrameHeader, FrameError> {
+    let h = bytes.get(..FRAME_HEADER_BYTES).ok_or(FrameError::Short)?;
+    if h.iter().all(|&x| x == 0) {
+        return Err(FrameError::Unwritten);
+    }
+    let mut hh = seed.hasher();
+    hh.update(&h[4..28]);
+    if hh.finalize() != le_u32(&h[28..32]) {
+        return Err(FrameError::BadHeader);
+    }
+    let len = le_u32(&h[4..8]);
+    let kind = FrameKind::from_u8(h[24]).ok_or(FrameError::BadHeader)?;
+    if len > MAX_RECORD_BYTES || h[25..28] != [0, 0, 0] {
+        return Err(FrameError::BadHeader);
+    }
+    let index = le_u64(&h[8..16]);
+    let durable_next = le_u64(&h[16..24]);
+    if durable_next > index {
+        return Err(FrameError::BadHeader);
+    }
+    Ok(FrameHeader {
+        len,
+        index,
+        durable_next,
+        kind,
+    })
+}
+
+/// Decodes one whole frame at the start of `bytes`: header, payload checksum
+/// and zero padding. Returns the header and a slice of the payload.
+pub fn decode_frame(bytes: &[u8], seed: FrameSeed) -> Result<(FrameHeader, &[u8]), FrameError> {
+    let header = decode_frame_header(bytes, seed)?;
+    let total = header.frame_len();
+    let frame = bytes.get(..total).ok_or(FrameError::Short)?;
+    let payload_end = FRAME_HEADER_BYTES + header.len as usize;
+    let payload = &frame[FRAME_HEADER_BYTES..payload_end];
+    let mut hh = seed.hasher();
+    hh.update(&frame[4..FRAME_HEADER_BYTES]);
+    hh.update(payload);
+    let padding_zero = frame[payload_end..].iter().all(|&x| x == 0);
+    if hh.finalize() != le_u32(&frame[0..4]) || !padding_zero {
+        return Err(FrameError::BadPayload);
+    }
+    Ok((header, payload))
+}
+
+fn le_u32(b: &[u8]) -> u32 {
+    let mut a = [0u8; 4];
+    a.copy_from_slice(&b[..4]);
+    u32::from_le_bytes(a)
+}
+
+fn le_u64(b: &[u8]) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[..8]);
+    u64::from_le_bytes(a)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn seed() -> FrameSeed {
+        SegmentHeader {
+            segment_id: 42,
+            first_index: 10,
+            salt: 0xdead_beef,
+        }
+        .frame_seed()
+    }
+
+    #[test]
+    fn zero_header_is_unwritten() {
+        assert_eq!(
+            decode_frame(&[0u8; 64], seed()),
+            Err(FrameError::Unwritten)
+        );
+        assert_eq!(
+            SegmentHeader::decode(&[0u8; 64]),
+            Err(HeaderError::Unwritten)
+        );
+    }
+
+    #[test]
+    fn frame_from_another_segment_does_not_validate() {
+        let mut buf = Vec::new();
+        encode_frame(&mut buf, seed(), FrameKind::Record, 10, 10, b"abc");
+        let other = FrameSeed {
+            segment_id: 43,
+            salt: 0xdead_beef,
+        };
+        assert_eq!(decode_frame(&buf, other), Err(FrameError::BadHeader));
+        let other_salt = FrameSeed {
+            segment_id: 42,
+            salt: 1,
+        };
+        assert_eq!(decode_frame(&buf, other_salt), Err(FrameError::BadHeader));
+    }
+
+    #[test]
+    fn oversized_length_is_rejected_before_allocation() {
+        let mut buf = Vec::new();
+        encode_frame(&mut buf, seed(), FrameKind::Record, 1, 0, b"");
+        // Forge a header with a huge length and a valid header checksum.
+        buf[4..8].copy_from_slice(&(MAX_RECORD_BYTES + 1).to_le_bytes());
+        let mut hh = seed().hasher();
+        hh.update(&buf[4..28]);
+        let crc = hh.finalize();
+        buf[28..32].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(decode_frame_header(&buf, seed()), Err(FrameError::BadHeader));
+    }
+
+    #[test]
+    fn payload_flip_is_detected() {
+        let mut buf = Vec::new();
+        encode_frame(&mut buf, seed(), FrameKind::BatchEnd, 7, 3, b"payload");
+        buf[FRAME_HEADER_BYTES + 2] ^= 1;
+        assert_eq!(decode_frame(&buf, seed()), Err(FrameError::BadPayload));
+    }
+
+    #[test]
+    fn truncated_frame_is_short() {
+        let mut buf = Vec::new();
+        encode_frame(&mut buf, seed(), FrameKind::Record, 7, 3, b"payload");
+        assert_eq!(decode_frame(&buf[..buf.len() - 1], seed()), Err(FrameError::Short));
+        assert_eq!(decode_frame(&buf[..5], seed()), Err(FrameError::Short));
+    }
+
+    proptest! {
+        #[test]
+        fn frames_round_trip(
+            index in any::<u64>(),
+            lag in any::<u64>(),
+            kind in 1u8..=3,
+            payload in proptest::collection::vec(any::<u8>(), 0..300),
+        ) {
+            let kind = FrameKind::from_u8(kind).unwrap();
+            let durable_next = index.saturating_sub(lag);
+            let mut buf = Vec::new();
+            encode_frame(&mut buf, seed(), kind, index, durable_next, &payload);
+            prop_assert_eq!(buf.len(), frame_len(payload.len()));
+            prop_assert_eq!(buf.len() % FRAME_ALIGN_BYTES, 0);
+            let (h, p) = decode_frame(&buf, seed()).unwrap();
+            prop_assert_eq!(h, FrameHeader { len: payload.len() as u32, index, durable_next, kind });
+            prop_assert_eq!(p, &payload[..]);
+        }
+
+        #[test]
+        fn any_single_bit_flip_is_rejected(
+            payload in proptest::collection::vec(any::<u8>(), 0..100),
+            bit in any::<usize>(),
+        ) {
+            let mut buf = Vec::new();
+            encode_frame(&mut buf, seed(), FrameKind::Record, 99, 50, &payload);
+            let bit = bit % (buf.len() * 8);
+            buf[bit / 8] ^= 1 << (bit % 8);
+            prop_assert!(decode_frame(&buf, seed()).is_err());
+        }
+
+        #[test]
+        fn decode_never_panics_and_accepted_bytes_reencode(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            if let Ok((h, p)) = decode_frame(&bytes, seed()) {
+                let mut again = Vec::new();
+                encode_frame(&mut again, seed(), h.kind, h.index, h.durable_next, p);
+                prop_assert_eq!(&again[..], &bytes[..again.len()]);
+            }
+            if let Ok(h) = SegmentHeader::decode(&bytes) {
+                prop_assert_eq!(&h.encode()[..], &bytes[..SEGMENT_HEADER_BYTES]);
+            }
+        }
+
+        #[test]
+        fn segment_headers_round_trip(segment_id in any::<u64>(), first_index in any::<u64>(), salt in any::<u32>()) {
+            let h = SegmentHeader { segment_id, first_index, salt };
+            prop_assert_eq!(SegmentHeader::decode(&h.encode()), Ok(h));
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! The WAL's error type: what went wrong and where (path, offset, index).
+
+use std::io;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Everything that can go wrong in the WAL. Cheap to clone: a group-commit
+/// failure is delivered to every appender in the group.
+///
+/// ```
+/// let e = wal::Error::WrongIndex { expected: 5, got: 7 };
+/// assert_eq!(e.to_string(), "append at index 7, but the next index is 5");
+/// ```
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum Error {
+    /// A filesystem call failed.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// The operation, e.g. `"write"`, `"sync_data"`, `"rename"`.
+        op: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// Byte offset for reads and writes, else 0.
+        offset: u64,
+        /// The underlying error.
+        #[source]
+        source: Arc<io::Error>,
+    },
+    /// The log directory is locked by another opener (in this process or another).
+    #[error("log directory {path} is locked by another opener")]
+    Locked {
+        /// The directory.
+        path: PathBuf,
+    },
+    /// The log's files are damaged in a way that is not a torn tail: a checksum
+    /// failure with valid, once-durable records after it, a checksum failure in
+    /// a sealed segment, a gap or overlap between segment names.
+    #[error("corruption in {segment} at offset {offset}: {reason}")]
+    Corruption {
+        /// The segment file (or directory, for naming problems).
+        segment: PathBuf,
+        /// Byte offset of the first bad byte, 0 for naming problems.
+        offset: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The WAL stopped after an earlier failure (an fsync error, or a write
+    /// whose partial bytes could not be cut back). Every call returns this
+    /// until the log is reopened, which recovers from disk.
+    #[error("the WAL is stopped after an earlier failure: {cause}")]
+    Stopped {
+        /// The failure that stopped it.
+        cause: Box<Error>,
+    },
+    /// An append failed because the write of its group failed; the WAL goes
+    /// on (the partial write was cut back) and nothing of the group is in the log.
+    #[error("append failed, nothing of its group was logged: {cause}")]
+    AppendFailed {
+        /// The write error.
+        cause: Box<Error>,
+    },
+    /// A record is larger than `Options::max_record_bytes`.
+    #[error("record of {len} bytes exceeds the maximum of {max} bytes")]
+    RecordTooLarge {
+        /// The record's length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A batch has more records or bytes than the limits allow.
+    #[error("batch of {records} records and {bytes} bytes exceeds the limit of {max_records} records or {max_bytes} bytes")]
+    BatchTooLarge {
+        /// Records in the batch.
+        records: usize,
+        /// Payload bytes in the batch.
+        bytes: usize,
+        /// `Options::max_batch_records`.
+        max_records: usize,
+        /// `Options::max_write_bytes`.
+        max_bytes: usize,
+    },
+    /// A batch with no records.
+    #[error("empty batch")]
+    EmptyBatch,
+    /// An append at a caller-chosen index that is not the next index.
+    #[error("append at index {got}, but the next index is {expected}")]
+    WrongIndex {
+        /// The next index of the log.
+        expected: u64,
+        /// The index asked for.
+        got: u64,
+    },
+    /// A read of an index outside the log.
+    #[error("index {index} is outside the log [{first}, {next})")]
+    OutOfRange {
+        /// The index asked for.
+        index: u64,
+        /// The first index in the log.
+        first: u64,
+        /// One past the last readable index.
+        next: u64,
+    },
+    /// Invalid options or arguments.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// The WAL was closed.
+    #[error("the WAL is closed")]
+    Closed,
+}
+
+/// Shorthand for results of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, offset: u64, e: io::Error) -> Error {
+        Error::Io {
+            op,
+            path: path.into(),
+            offset,
+            source: Arc::new(e),
+        }
+    }
+
+    pub(crate) fn corruption(segment: impl Into<PathBuf>, offset: u64, reason: impl Into<String>) -> Error {
+        Error::Corruption {
+            segment: segment.into(),
+            offset,
+            reason: reason.into(),
+        }
+    }
+
+    /// Whether this error (or its cause) is the device running out of space.
+    pub fn is_storage_full(&self) -> bool {
+        match self {
+            Error::Io { source, .. } => source.kind() == io::ErrorKind::StorageFull,
+            Error::Stopped { cause } | Error::AppendFailed { cause } => cause.is_storage_full(),
+            _ => false,
+        }
+    }
+
+    /// Whether the WAL is stopped (every call fails until reopen).
+    pub fn is_stopped(&self) -> bool {
+        matches!(self, Error::Stopped { .. })
+    }
+}

@@ -1,0 +1,422 @@
+//! Group commit: the leader drains the admission queue, writes everything in
+//! one positional write, fsyncs once, and completes every request. Also
+//! segment rotation (sealing and creating), which only the leader does.
+//!
+//! Only the holder of the async `writer` mutex runs these functions, so there
+//! is exactly one writer. Appenders wait on their own completion channel or
+//! for the writer mutex, whichever comes first: whoever gets the mutex leads
+//! the next group (leader/follower, no background task, any executor).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::channel::oneshot;
+use simfs::{File, Fs, OpenOptions};
+use tracing::{debug, info, warn};
+
+use crate::codec::{encode_frame, frame_len, FrameKind, SEGMENT_HEADER_BYTES};
+use crate::error::{Error, Result};
+use crate::options::SyncPolicy;
+use crate::recovery::Recovered;
+use crate::segment::{header_for, SegMeta, Segment, SegmentName, ACTIVE_SPARSE_STRIDE};
+use crate::wal::Inner;
+
+/// One admitted append waiting to be written.
+pub(crate) struct Request {
+    pub first_index: u64,
+    pub records: Vec<Vec<u8>>,
+    pub batch: bool,
+    pub bytes: usize,
+    pub done: oneshot::Sender<Result<u64>>,
+}
+
+/// The active segment as the writer sees it.
+struct Active<F: Fs> {
+    seg: Arc<Segment<F>>,
+    file: Arc<F::File>,
+    /// Where the next frame goes: the end of the last committed frame.
+    write_offset: u64,
+    records: u64,
+}
+
+/// The single writer's state, behind the async `writer` mutex.
+pub(crate) struct Writer<F: Fs> {
+    active: Option<Active<F>>,
+    next_segment_id: u64,
+    /// Set while a group is being written; still set when the next leader
+    /// comes means the previous leader's future was dropped mid-write.
+    in_progress: bool,
+    /// Reused encode buffer.
+    buf: Vec<u8>,
+}
+
+impl<F: Fs> Writer<F> {
+    pub(crate) fn new(rec: &Recovered<F>, segments: &[Arc<Segment<F>>]) -> Self {
+        let active = match (&rec.active_file, segments.last()) {
+            (Some(file), Some(seg)) if !seg.meta().sealed => {
+                let m = seg.meta();
+                Some(Active {
+                    seg: seg.clone(),
+                    file: file.clone(),
+                    write_offset: m.end_offset,
+                    records: m.last_index.map_or(0, |l| l - seg.first_index + 1),
+                })
+            }
+            _ => None,
+        };
+        Writer {
+            active,
+            next_segment_id: rec.next_segment_id,
+            in_progress: false,
+            buf: Vec::new(),
+        }
+    }
+
+    /// Leads one group: drains the queue, writes, syncs, completes requests.
+    /// Errors are delivered to the requests, never returned.
+    pub(crate) async fn run_group(&mut self, inner: &Inner<F>) {
+        if self.in_progress {
+            inner.stop(Error::InvalidArgument(
+                "a group commit was interrupted (its future was dropped mid-write); reopen to recover".into(),
+            ));
+            return;
+        }
+        if let SyncPolicy::Batched { max_delay_us, max_records, sleeper } = &inner.opts.sync_policy {
+            let queued = inner.state().queue.len();
+            if queued > 0 && queued < *max_records {
+                sleeper.sleep(Duration::from_micros(*max_delay_us)).await;
+            }
+        }
+        let (group, durable_next) = {
+            let mut st = inner.state();
+            if st.check_usable().is_err() {
+                drop(st);
+                if let Some(cause) = inner.stopped_cause() {
+                    inner.stop(cause);
+                }
+                return;
+            }
+            let mut group = Vec::new();
+            let mut bytes = 0usize;
+            while let Some(r) = st.queue.front() {
+                if !group.is_empty() && bytes + r.bytes > inner.opts.max_write_bytes {
+                    break;
+                }
+                bytes += r.bytes;
+                st.queued_bytes -= r.bytes;
+                if let Some(r) = st.queue.pop_front() {
+                    group.push(r);
+                }
+            }
+            (group, st.durable_next)
+        };
+        let Some(first) = group.first().map(|r| r.first_index) else { return };
+        self.in_progress = true;
+        let outcome = self.write_group(inner, &group, durable_next).await;
+        self.in_progress = false;
+        match outcome {
+            Ok(()) => complete(group, |r| Ok(r.first_index)),
+            Err(GroupError::Abort(cause)) => {
+                // Nothing of the group is in the log; later admitted appends
+                // depend on its indices, so they fail too.
+                let cause = Error::AppendFailed { cause: Box::new(cause) };
+                let queued = {
+                    let mut st = inner.state();
+                    st.next_index = first;
+                    st.queued_bytes = 0;
+                    st.queue.drain(..).collect::<Vec<_>>()
+                };
+                warn!(first, error = %cause, "group commit failed; the WAL goes on");
+                complete(group, |_| Err(cause.clone()));
+                complete(queued, |_| Err(cause.clone()));
+            }
+            Err(GroupError::Stop(cause)) => {
+                let stopped = inner.stop(cause);
+                complete(group, |_| Err(stopped.clone()));
+            }
+        }
+    }
+
+    /// Rotates if needed, encodes, writes, syncs and publishes one group.
+    async fn write_group(&mut self, inner: &Inner<F>, group: &[Request], durable_next: u64) -> Result<(), GroupError> {
+        let records: u64 = group.iter().map(|r| r.records.len() as u64).sum();
+        let frame_bytes: u64 = group
+            .iter()
+            .flat_map(|r| r.records.iter())
+            .map(|p| frame_len(p.len()) as u64)
+            .sum();
+        if let Some(a) = &self.active {
+            let full = a.write_offset + frame_bytes > inner.opts.segment_size_bytes
+                || a.records + records > inner.opts.segment_max_records;
+            if a.records > 0 && full {
+                match self.seal(inner).await {
+                    // Rotation is optional: keep appending to the current segment.
+                    Err(GroupError::Abort(e)) => warn!(error = %e, "rotation failed; appending to the current segment"),
+                    other => other?,
+                }
+            }
+        }
+        if self.active.is_none() {
+            self.create_active(inner, group[0].first_index).await?;
+        }
+        let Some(active) = self.active.as_mut() else {
+            return Err(GroupError::Stop(Error::InvalidArgument("no active segment".into())));
+        };
+        let offset = active.write_offset;
+        let mut sparse = Vec::new();
+        let buf = &mut self.buf;
+        buf.clear();
+        for r in group {
+            let n = r.records.len();
+            for (i, payload) in r.records.iter().enumerate() {
+                let index = r.first_index + i as u64;
+                let kind = match (r.batch, i + 1 == n) {
+                    (false, _) => FrameKind::Record,
+                    (true, false) => FrameKind::BatchMember,
+                    (true, true) => FrameKind::BatchEnd,
+                };
+                if (index - active.seg.first_index) % ACTIVE_SPARSE_STRIDE == 0 {
+                    sparse.push((index, offset + buf.len() as u64));
+                }
+                encode_frame(buf, active.seg.seed, kind, index, durable_next, payload);
+            }
+        }
+        let path = active.seg.path();
+        if let Err(e) = active.file.write_all_at(buf, offset).await {
+            let cause = Error::io("write", &path, offset, e);
+            // Cut the partial write back durably, so its frames can never
+            // reappear after the indices are reused.
+            let cut = active.file.set_len(offset).await;
+            let synced = match cut {
+                Ok(()) => active.file.sync_data().await,
+                Err(e) => Err(e),
+            };
+            return match synced {
+                Ok(()) => Err(GroupError::Abort(cause)),
+                Err(e) => Err(GroupError::Stop(Error::io("cut back partial write", &path, offset, e))),
+            };
+        }
+        let synced = inner.syncs_every_write();
+        if synced {
+            active
+                .file
+                .sync_data()
+                .await
+                .map_err(|e| GroupError::Stop(Error::io("sync_data", &path, 0, e)))?;
+        }
+        let written = buf.len() as u64;
+        active.write_offset += written;
+        active.records += records;
+        let next = group[group.len() - 1].first_index + group[group.len() - 1].records.len() as u64;
+        {
+            let mut m = active.seg.meta();
+            m.last_index = Some(next - 1);
+            m.end_offset = active.write_offset;
+            m.sparse.extend(sparse);
+        }
+        let mut st = inner.state();
+        debug_assert_eq!(st.readable_next, group[0].first_index, "groups are published in index order");
+        st.readable_next = next;
+        if synced {
+            st.durable_next = next;
+            st.stats.fsyncs += 1;
+        }
+        st.stats.appends += group.len() as u64;
+        st.stats.records += records;
+        st.stats.payload_bytes += group.iter().map(|r| r.bytes as u64).sum::<u64>();
+        st.stats.bytes_written += written;
+        st.stats.writes += 1;
+        debug!(first = group[0].first_index, next, bytes = written, synced, "group committed");
+        Ok(())
+    }
+
+    /// Makes everything written durable (see [`crate::Wal::sync`]).
+    pub(crate) async fn sync(&mut self, inner: &Inner<F>) -> Result<()> {
+        inner.state().check_usable()?;
+        let (readable, durable) = {
+            let st = inner.state();
+            (st.readable_next, st.durable_next)
+        };
+        if durable >= readable {
+            return Ok(());
+        }
+        let Some(active) = &self.active else { return Ok(()) };
+        let path = active.seg.path();
+        if let Err(e) = active.file.sync_data().await {
+            return Err(inner.stop(Error::io("sync_data", &path, 0, e)));
+        }
+        let mut st = inner.state();
+        st.durable_next = st.durable_next.max(readable);
+        st.stats.fsyncs += 1;
+        Ok(())
+    }
+
+    /// Seals the active segment if it holds records (rotation on request).
+    pub(crate) async fn rotate(&mut self, inner: &Inner<F>) -> Result<()> {
+        inner.state().check_usable()?;
+        if self.active.as_ref().is_some_and(|a| a.records > 0) {
+            match self.seal(inner).await {
+                Ok(()) => {}
+                Err(GroupError::Abort(e)) => return Err(e),
+                Err(GroupError::Stop(e)) => return Err(inner.stop(e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Seals the active segment: data durable, then the name (rename +
+    /// directory fsync), and only then the in-memory state.
+    async fn seal(&mut self, inner: &Inner<F>) -> Result<(), GroupError> {
+        let Some(active) = &self.active else { return Ok(()) };
+        let seg = active.seg.clone();
+        let Some(last) = seg.meta().last_index else { return Ok(()) };
+        let from = seg.path();
+        let to = inner
+            .dir
+            .join(SegmentName::Sealed { first: seg.first_index, last, id: seg.id }.file_name());
+        let (readable, durable) = {
+            let st = inner.state();
+            (st.readable_next, st.durable_next)
+        };
+        if durable < readable {
+            active
+                .file
+                .sync_data()
+                .await
+                .map_err(|e| GroupError::Stop(Error::io("sync_data", &from, 0, e)))?;
+            let mut st = inner.state();
+            st.durable_next = st.durable_next.max(readable);
+            st.stats.fsyncs += 1;
+        }
+        if let Err(e) = inner.fs.rename(&from, &to).await {
+            // Rotation is optional: if the rename visibly did not happen, keep
+            // appending to the current segment; otherwise stop.
+            let cause = Error::io("rename", &from, 0, e);
+            let unchanged = matches!(
+                (inner.fs.exists(&from).await, inner.fs.exists(&to).await),
+                (Ok(true), Ok(false))
+            );
+            if unchanged {
+                return Err(GroupError::Abort(cause));
+            }
+            return Err(GroupError::Stop(cause));
+        }
+        inner
+            .fs
+            .sync_dir(&inner.dir)
+            .await
+            .map_err(|e| GroupError::Stop(Error::io("sync_dir", &inner.dir, 0, e)))?;
+        {
+            let mut m = seg.meta();
+            m.path = to.clone();
+            m.sealed = true;
+        }
+        self.active = None;
+        inner.state().stats.rotations += 1;
+        info!(segment = %to.display(), first = seg.first_index, last, "sealed segment");
+        Ok(())
+    }
+
+    /// Creates a new active segment starting at `first`: create, header,
+    /// fsync the file, fsync the directory, then publish it.
+    async fn create_active(&mut self, inner: &Inner<F>, first: u64) -> Result<(), GroupError> {
+        let id = self.next_segment_id;
+        self.next_segment_id += 1;
+        let path = inner.dir.join(SegmentName::Active { first, id }.file_name());
+        let file = match self.create_file(inner, &path, id, first).await {
+            Ok(f) => f,
+            Err(CreateError::Write(cause)) => {
+                // Remove the half-made file durably, or stop: a leftover would
+                // be a second active segment after a crash.
+                let removed = match inner.fs.remove_file(&path).await {
+                    Ok(()) => Ok(()),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                    Err(e) => Err(e),
+                };
+                let synced = match removed {
+                    Ok(()) => inner.fs.sync_dir(&inner.dir).await,
+                    Err(e) => Err(e),
+                };
+                return match synced {
+                    Ok(()) => Err(GroupError::Abort(cause)),
+                    Err(e) => Err(GroupError::Stop(Error::io("remove failed segment", &path, 0, e))),
+                };
+            }
+            Err(CreateError::Sync(cause)) => return Err(GroupError::Stop(cause)),
+        };
+        let file = Arc::new(file);
+        let seg = Arc::new(Segment::new(
+            id,
+            first,
+            SegMeta {
+                path: path.clone(),
+                last_index: None,
+                sealed: false,
+                end_offset: SEGMENT_HEADER_BYTES as u64,
+                sparse: Vec::new(),
+                sparse_complete: true,
+            },
+            Some(file.clone()),
+        ));
+        inner.state().segments.push(seg.clone());
+        self.active = Some(Active {
+            seg,
+            file,
+            write_offset: SEGMENT_HEADER_BYTES as u64,
+            records: 0,
+        });
+        info!(segment = %path.display(), first, id, "created segment");
+        Ok(())
+    }
+
+    async fn create_file(&self, inner: &Inner<F>, path: &PathBuf, id: u64, first: u64) -> Result<F::File, CreateError> {
+        let opts = OpenOptions::new().read(true).write(true).create_new(true);
+        let file = inner
+            .fs
+            .open(path, opts)
+            .await
+            .map_err(|e| CreateError::Write(Error::io("create", path, 0, e)))?;
+        let header = header_for(id, first).encode();
+        file.write_all_at(&header, 0)
+            .await
+            .map_err(|e| CreateError::Write(Error::io("write", path, 0, e)))?;
+        file.sync_data()
+            .await
+            .map_err(|e| CreateError::Sync(Error::io("sync_data", path, 0, e)))?;
+        inner
+            .fs
+            .sync_dir(&inner.dir)
+            .await
+            .map_err(|e| CreateError::Sync(Error::io("sync_dir", &inner.dir, 0, e)))?;
+        Ok(file)
+    }
+}
+
+/// How a group failed.
+pub(crate) enum GroupError {
+    /// Nothing of the group reached the log and the WAL is consistent: fail
+    /// the group and go on.
+    Abort(Error),
+    /// The WAL cannot know what is durable: stop.
+    Stop(Error),
+}
+
+enum CreateError {
+    Write(Error),
+    Sync(Error),
+}
+
+fn complete(requests: Vec<Request>, result: impl Fn(&Request) -> Result<u64>) {
+    for r in requests {
+        let res = result(&r);
+        // The appender may have gone away (its future dropped): fine.
+        let _ = r.done.send(res);
+    }
+}
+
+impl<F: Fs> Inner<F> {
+    pub(crate) fn stopped_cause(&self) -> Option<Error> {
+        self.state().stopped.clone()
+    }
+}

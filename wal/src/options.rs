@@ -1,0 +1,172 @@
+//! Configuration: [`Options`], [`SyncPolicy`], [`RecoveryMode`].
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+
+use crate::codec::MAX_RECORD_BYTES;
+use crate::error::{Error, Result};
+
+/// A function that waits for a duration on the caller's runtime (for example
+/// `tokio::time::sleep` or `madsim::time::sleep`). Needed only by
+/// [`SyncPolicy::Batched`]: the WAL itself never reads a clock.
+///
+/// ```
+/// let sleeper = wal::Sleeper::new(|_d| Box::pin(async {}));
+/// # drop(sleeper);
+/// ```
+#[derive(Clone)]
+pub struct Sleeper(Arc<dyn Fn(Duration) -> BoxFuture<'static, ()> + Send + Sync>);
+
+impl Sleeper {
+    /// Wraps a sleep function.
+    pub fn new(f: impl Fn(Duration) -> BoxFuture<'static, ()> + Send + Sync + 'static) -> Self {
+        Sleeper(Arc::new(f))
+    }
+
+    pub(crate) fn sleep(&self, d: Duration) -> BoxFuture<'static, ()> {
+        (self.0)(d)
+    }
+}
+
+impl fmt::Debug for Sleeper {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Sleeper(..)")
+    }
+}
+
+/// When appended records become durable.
+///
+/// ```
+/// assert!(matches!(wal::SyncPolicy::default(), wal::SyncPolicy::Always));
+/// ```
+#[derive(Clone, Debug, Default)]
+pub enum SyncPolicy {
+    /// An append returns only when its records (and, for a new segment, the
+    /// segment's directory entry) are durable. Concurrent appenders share one
+    /// write and one `fdatasync` (group commit). The default.
+    #[default]
+    Always,
+    /// An append returns when its records are written to the page cache (they
+    /// survive a process crash, not a power loss); [`crate::Wal::sync`] makes
+    /// everything appended before it durable.
+    Manual,
+    /// Like `Always`, but the group-commit leader waits up to `max_delay_us`
+    /// (or until `max_records` appends are queued) before writing, so that more
+    /// appenders share each fsync. Appends still return only when durable.
+    Batched {
+        /// Longest time the leader waits for more appenders.
+        max_delay_us: u64,
+        /// Stop waiting once this many appends are queued.
+        max_records: usize,
+        /// How to wait on the caller's runtime.
+        sleeper: Sleeper,
+    },
+}
+
+/// What recovery at open does with damage in the active segment.
+///
+/// ```
+/// assert_eq!(wal::RecoveryMode::default(), wal::RecoveryMode::TolerateTornTail);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum RecoveryMode {
+    /// Cut a torn tail (an incomplete or bad frame with nothing once-durable
+    /// after it); fail the open with `Corruption` on mid-log damage. The default.
+    #[default]
+    TolerateTornTail,
+    /// Any damage at all, a torn tail included, fails the open. For logs that
+    /// are only ever closed cleanly.
+    AbsoluteConsistency,
+    /// Recover to the last valid record before the first damage and cut
+    /// everything after it, even valid records: data loss is accepted, an
+    /// error is not. The cut is reported in [`crate::RecoveryReport`].
+    PointInTime,
+}
+
+/// Options for [`crate::Wal::open`]. Every field has a limit; `validate`
+/// checks them.
+///
+/// ```
+/// let opts = wal::Options { segment_size_bytes: 1 << 20, ..Default::default() };
+/// assert!(opts.validate().is_ok());
+/// ```
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Rotate the active segment once it holds at least this many bytes.
+    pub segment_size_bytes: u64,
+    /// Rotate the active segment once it holds this many records.
+    pub segment_max_records: u64,
+    /// When appends become durable.
+    pub sync_policy: SyncPolicy,
+    /// What recovery does with damage in the active segment.
+    pub recovery_mode: RecoveryMode,
+    /// The index of the first record of a new, empty log (0 allowed).
+    pub first_index: u64,
+    /// Largest record payload accepted, at most [`MAX_RECORD_BYTES`].
+    pub max_record_bytes: usize,
+    /// Most records in one atomic batch.
+    pub max_batch_records: usize,
+    /// Most payload bytes written by one group commit (a batch must fit).
+    pub max_write_bytes: usize,
+    /// Backpressure: appends wait while this many payload bytes are queued.
+    pub max_queue_bytes: usize,
+    /// Backpressure: appends wait while this many appends are queued.
+    pub max_queue_appends: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            segment_size_bytes: 64 << 20,
+            segment_max_records: u64::MAX,
+            sync_policy: SyncPolicy::Always,
+            recovery_mode: RecoveryMode::TolerateTornTail,
+            first_index: 0,
+            max_record_bytes: 16 << 20,
+            max_batch_records: 65_536,
+            max_write_bytes: 64 << 20,
+            max_queue_bytes: 128 << 20,
+            max_queue_appends: 65_536,
+        }
+    }
+}
+
+impl Options {
+    /// Checks every limit; `Error::InvalidArgument` says which one is off.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::InvalidArgument(m));
+        if self.segment_size_bytes < 4096 {
+            return bad(format!("segment_size_bytes {} < 4096", self.segment_size_bytes));
+        }
+        if self.segment_max_records == 0 {
+            return bad("segment_max_records must be at least 1".into());
+        }
+        if self.max_record_bytes > MAX_RECORD_BYTES as usize {
+            return bad(format!(
+                "max_record_bytes {} > format maximum {}",
+                self.max_record_bytes, MAX_RECORD_BYTES
+            ));
+        }
+        if self.max_batch_records == 0 || self.max_batch_records > 1 << 24 {
+            return bad(format!("max_batch_records {} not in 1..=2^24", self.max_batch_records));
+        }
+        if self.max_write_bytes < self.max_record_bytes {
+            return bad("max_write_bytes must be at least max_record_bytes".into());
+        }
+        if self.max_queue_bytes < self.max_write_bytes || self.max_queue_appends == 0 {
+            return bad("max_queue_bytes must be at least max_write_bytes, max_queue_appends at least 1".into());
+        }
+        if self.first_index == u64::MAX {
+            return bad("first_index must be below u64::MAX".into());
+        }
+        if let SyncPolicy::Batched { max_delay_us, max_records, .. } = &self.sync_policy {
+            if *max_delay_us > 1_000_000 || *max_records == 0 {
+                return bad("Batched: max_delay_us must be at most 1 s and max_records at least 1".into());
+            }
+        }
+        Ok(())
+    }
+}

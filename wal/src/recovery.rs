@@ -1,0 +1,475 @@
+//! Recovery at open: list and validate segment names, scan the active
+//! segment, tell a torn tail from mid-log corruption, cut the torn tail durably.
+//!
+//! Rules (see `docs/ARCHITECTURE.md`):
+//! - Names are validated first: a gap, overlap or duplicate in the index ranges
+//!   is `Corruption`, never skipped.
+//! - Sealed segments are trusted by name (no data is read at open) and checked
+//!   when read.
+//! - The active segment is scanned. The scan stops at the first frame that is
+//!   not valid and in sequence, and remembers the end of the last committed
+//!   frame (a single record or the end of a batch). If any valid frame after
+//!   the stop says (through its `durable_next` field) that a record at or past
+//!   the stop was already durable, the damage is mid-log corruption;
+//!   otherwise it is a torn tail: bytes that were never acknowledged.
+//! - A read error fails the open and cuts nothing.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use simfs::{File, Fs, OpenOptions};
+use tracing::{info, warn};
+
+use crate::codec::{
+    decode_frame, decode_frame_header, FrameKind, FrameSeed, HeaderError, SegmentHeader,
+    FRAME_ALIGN_BYTES, FRAME_HEADER_BYTES, SEGMENT_HEADER_BYTES,
+};
+use crate::error::{Error, Result};
+use crate::options::RecoveryMode;
+use crate::segment::{
+    header_for, FrameReader, ReadStop, SegMeta, Segment, SegmentName, ACTIVE_SPARSE_STRIDE, SEGMENT_SUFFIX,
+    TMP_SUFFIX,
+};
+
+/// What recovery found and did, from [`crate::Wal::recovery_report`].
+///
+/// ```
+/// let r = wal::RecoveryReport::default();
+/// assert_eq!(r.torn_bytes_cut, 0);
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// Sealed segments found.
+    pub sealed_segments: usize,
+    /// Whether an active segment was found.
+    pub active_segment: bool,
+    /// Bytes of the active segment scanned.
+    pub scanned_bytes: u64,
+    /// Bytes cut from the end of the active segment (a torn tail, or with
+    /// `PointInTime` everything after the first damage).
+    pub torn_bytes_cut: u64,
+    /// Where the scan stopped and why, if not at a clean end.
+    pub stop_reason: Option<String>,
+    /// Files removed: temporary leftovers and torn new segments.
+    pub removed_files: Vec<String>,
+    /// Names in the directory that are not the log's and were left alone.
+    pub ignored_files: Vec<String>,
+}
+
+/// The recovered state handed to the engine.
+pub(crate) struct Recovered<F: Fs> {
+    pub segments: Vec<Arc<Segment<F>>>,
+    /// The active segment's read-write handle, if there is an active segment.
+    pub active_file: Option<Arc<F::File>>,
+    pub first_index: u64,
+    pub next_index: u64,
+    pub next_segment_id: u64,
+    pub report: RecoveryReport,
+}
+
+/// Runs recovery on a locked directory.
+pub(crate) async fn recover<F: Fs>(
+    fs: &F,
+    dir: &Path,
+    mode: RecoveryMode,
+    default_first_index: u64,
+) -> Result<Recovered<F>> {
+    let mut report = RecoveryReport::default();
+    let entries = fs.read_dir(dir).await.map_err(|e| Error::io("read_dir", dir, 0, e))?;
+    let mut sealed: Vec<(SegmentName, String)> = Vec::new();
+    let mut active: Vec<(SegmentName, String)> = Vec::new();
+    let mut removed_any = false;
+    for entry in entries {
+        if entry.name.ends_with(TMP_SUFFIX) && !entry.is_dir {
+            let path = dir.join(&entry.name);
+            fs.remove_file(&path).await.map_err(|e| Error::io("remove", &path, 0, e))?;
+            report.removed_files.push(entry.name);
+            removed_any = true;
+            continue;
+        }
+        match SegmentName::parse(&entry.name) {
+            Some(n @ SegmentName::Sealed { .. }) if !entry.is_dir => sealed.push((n, entry.name)),
+            Some(n @ SegmentName::Active { .. }) if !entry.is_dir => active.push((n, entry.name)),
+            _ if entry.name.ends_with(SEGMENT_SUFFIX) => {
+                return Err(Error::corruption(
+                    dir.join(&entry.name),
+                    0,
+                    "file name looks like a segment but does not parse",
+                ))
+            }
+            _ => report.ignored_files.push(entry.name),
+        }
+    }
+    validate_names(dir, &sealed, &active)?;
+    let next_segment_id = sealed
+        .iter()
+        .chain(active.iter())
+        .map(|(n, _)| n.id())
+        .max()
+        .map_or(1, |m| m.saturating_add(1));
+
+    let mut segments: Vec<Arc<Segment<F>>> = sealed
+        .iter()
+        .filter_map(|(n, name)| match *n {
+            SegmentName::Sealed { first, last, id } => Some((first, last, id, name)),
+            SegmentName::Active { .. } => None,
+        })
+        .map(|(first, last, id, name)| {
+            Arc::new(Segment::new(
+                id,
+                first,
+                SegMeta {
+                    path: dir.join(name),
+                    last_index: Some(last),
+                    sealed: true,
+                    end_offset: u64::MAX,
+                    sparse: Vec::new(),
+                    sparse_complete: false,
+                },
+                None,
+            ))
+        })
+        .collect();
+    report.sealed_segments = segments.len();
+
+    let mut next_index = match sealed.last() {
+        Some((SegmentName::Sealed { last, .. }, _)) => last.saturating_add(1),
+        _ => default_first_index,
+    };
+    let mut active_file = None;
+    if let Some((name, file_name)) = active.first() {
+        let path = dir.join(file_name);
+        match scan_active(fs, &path, name.id(), name.first(), mode, &mut report).await? {
+            ActiveScan::Torn => {
+                // A new segment whose header never became durable, holding no
+                // valid frame: nothing in it was ever acknowledged.
+                fs.remove_file(&path).await.map_err(|e| Error::io("remove", &path, 0, e))?;
+                report.removed_files.push(file_name.clone());
+                removed_any = true;
+                if sealed.is_empty() {
+                    next_index = name.first();
+                }
+            }
+            ActiveScan::Valid { file, next, end_offset, sparse } => {
+                report.active_segment = true;
+                let last_index = if next > name.first() { Some(next - 1) } else { None };
+                segments.push(Arc::new(Segment::new(
+                    name.id(),
+                    name.first(),
+                    SegMeta {
+                        path: path.clone(),
+                        last_index,
+                        sealed: false,
+                        end_offset,
+                        sparse,
+                        sparse_complete: true,
+                    },
+                    Some(file.clone()),
+                )));
+                active_file = Some(file);
+                next_index = next;
+            }
+        }
+    }
+    if removed_any {
+        fs.sync_dir(dir).await.map_err(|e| Error::io("sync_dir", dir, 0, e))?;
+    }
+    let first_index = segments.first().map_or(next_index, |s| s.first_index);
+    info!(
+        dir = %dir.display(),
+        sealed = report.sealed_segments,
+        active = report.active_segment,
+        first_index,
+        next_index,
+        torn_bytes_cut = report.torn_bytes_cut,
+        stop = ?report.stop_reason,
+        "recovered"
+    );
+    Ok(Recovered {
+        segments,
+        active_file,
+        first_index,
+        next_index,
+        next_segment_id,
+        report,
+    })
+}
+
+/// Gaps, overlaps, duplicates and misplaced active segments are corruption.
+fn validate_names(dir: &Path, sealed: &[(SegmentName, String)], active: &[(SegmentName, String)]) -> Result<()> {
+    if active.len() > 1 {
+        return Err(Error::corruption(
+            dir.join(&active[1].1),
+            0,
+            format!("two active segments: {} and {}", active[0].1, active[1].1),
+        ));
+    }
+    let mut ids: Vec<u64> = sealed.iter().chain(active.iter()).map(|(n, _)| n.id()).collect();
+    ids.sort_unstable();
+    if ids.windows(2).any(|w| w[0] == w[1]) {
+        return Err(Error::corruption(dir, 0, "two segments share a segment id"));
+    }
+    let mut expected_first: Option<u64> = None;
+    for (n, name) in sealed {
+        let SegmentName::Sealed { first, last, .. } = *n else { continue };
+        if last < first {
+            return Err(Error::corruption(dir.join(name), 0, "sealed segment with last index below first"));
+        }
+        if let Some(e) = expected_first {
+            if first != e {
+                let what = if first > e { "gap" } else { "overlap" };
+                return Err(Error::corruption(
+                    dir.join(name),
+                    0,
+                    format!("{what} in segment ranges: segment starts at {first}, expected {e}"),
+                ));
+            }
+        }
+        expected_first = last.checked_add(1);
+        if expected_first.is_none() {
+            return Err(Error::corruption(dir.join(name), 0, "sealed segment ends at u64::MAX"));
+        }
+    }
+    if let (Some((n, name)), Some(e)) = (active.first(), expected_first) {
+        if n.first() != e {
+            return Err(Error::corruption(
+                dir.join(name),
+                0,
+                format!("active segment starts at {}, expected {e}", n.first()),
+            ));
+        }
+    }
+    Ok(())
+}
+
+enum ActiveScan<Fl> {
+    /// The segment never became valid: remove it.
+    Torn,
+    /// The segment, cut to its last committed frame.
+    Valid {
+        file: Arc<Fl>,
+        next: u64,
+        end_offset: u64,
+        sparse: Vec<(u64, u64)>,
+    },
+}
+
+/// Scans the active segment and cuts a torn tail.
+async fn scan_active<F: Fs>(
+    fs: &F,
+    path: &Path,
+    id: u64,
+    first: u64,
+    mode: RecoveryMode,
+    report: &mut RecoveryReport,
+) -> Result<ActiveScan<F::File>> {
+    let file = fs
+        .open(path, OpenOptions::new().read(true).write(true))
+        .await
+        .map_err(|e| Error::io("open", path, 0, e))?;
+    let file = Arc::new(file);
+    let len = file.len().await.map_err(|e| Error::io("len", path, 0, e))?;
+    report.scanned_bytes = len;
+    let expected_header = header_for(id, first);
+    let seed = expected_header.frame_seed();
+    let mut hbuf = vec![0u8; SEGMENT_HEADER_BYTES.min(len as usize)];
+    file.read_exact_at(&mut hbuf, 0).await.map_err(|e| Error::io("read", path, 0, e))?;
+    match SegmentHeader::decode(&hbuf) {
+        Ok(h) if h == expected_header => {}
+        Ok(h) => {
+            return Err(Error::corruption(
+                path,
+                0,
+                format!("header {h:?} does not match the name (expected {expected_header:?})"),
+            ))
+        }
+        Err(e) => {
+            // The header is written and synced before any frame, so a bad
+            // header is a torn creation unless a valid frame proves otherwise.
+            if find_valid_frame(&*file, path, seed, SEGMENT_HEADER_BYTES as u64, len, None).await?.is_some()
+                || (mode == RecoveryMode::AbsoluteConsistency && e != HeaderError::Unwritten && len > 0)
+            {
+                return Err(Error::corruption(path, 0, format!("bad segment header ({e:?}) before valid frames")));
+            }
+            warn!(path = %path.display(), error = ?e, "removing a new segment whose header is torn");
+            report.stop_reason = Some(format!("torn segment header ({e:?}) at offset 0"));
+            return Ok(ActiveScan::Torn);
+        }
+    }
+
+    let mut reader = FrameReader::new(file.clone(), seed, SEGMENT_HEADER_BYTES as u64, len);
+    let mut scan = Scan {
+        next: first,
+        committed_end: SEGMENT_HEADER_BYTES as u64,
+        batch_next: first,
+        sparse: Vec::new(),
+        batch_sparse: Vec::new(),
+        first,
+    };
+    let damage = loop {
+        match reader.next_header().await {
+            Ok(f) => {
+                if let Err(reason) = scan.accept(f.offset, f.header) {
+                    break Some((f.offset, reason));
+                }
+            }
+            Err(ReadStop::End { .. }) if scan.batch_next == scan.next => break None,
+            Err(ReadStop::End { offset }) => break Some((offset, "batch without its end frame".to_string())),
+            Err(ReadStop::Io { offset, error }) => return Err(Error::io("read", path, offset, error)),
+            Err(ReadStop::Bad { offset, error }) => break Some((offset, format!("{error:?} frame"))),
+        }
+    };
+    let Scan { next, committed_end, sparse, .. } = scan;
+    if let Some((bad_offset, reason)) = damage {
+        let zero_tail = scan.batch_next == next && is_zero(&*file, path, bad_offset, len).await?;
+        if !zero_tail {
+            decide_cut(&*file, path, seed, mode, bad_offset, &reason, next, len).await?;
+            report.stop_reason = Some(format!("{reason} at offset {bad_offset}, index {next}"));
+        }
+    }
+    if len > committed_end {
+        // Cut the torn (or zero) tail durably, so that a later write at
+        // `committed_end` can never be followed by stale frames.
+        file.set_len(committed_end).await.map_err(|e| Error::io("set_len", path, committed_end, e))?;
+        report.torn_bytes_cut = len - committed_end;
+        warn!(path = %path.display(), from = committed_end, bytes = len - committed_end, "cut torn tail");
+    }
+    // Records a process crash left in the page cache are served from now on,
+    // so they must be durable before anyone reads them.
+    file.sync_data().await.map_err(|e| Error::io("sync_data", path, 0, e))?;
+    Ok(ActiveScan::Valid {
+        file,
+        next,
+        end_offset: committed_end,
+        sparse,
+    })
+}
+
+/// Scan state of the active segment: what is committed so far.
+struct Scan {
+    first: u64,
+    /// First index not committed.
+    next: u64,
+    /// End of the last committed frame.
+    committed_end: u64,
+    /// Next index expected, counting members of an unfinished batch.
+    batch_next: u64,
+    sparse: Vec<(u64, u64)>,
+    batch_sparse: Vec<(u64, u64)>,
+}
+
+impl Scan {
+    /// Takes one valid frame, or says why it does not fit the sequence.
+    fn accept(&mut self, offset: u64, h: crate::codec::FrameHeader) -> std::result::Result<(), String> {
+        if h.index != self.batch_next {
+            return Err(format!("frame with index {} where {} was expected", h.index, self.batch_next));
+        }
+        let in_batch = self.batch_next != self.next;
+        if h.kind == FrameKind::Record && in_batch {
+            return Err("single record inside an unfinished batch".into());
+        }
+        if (h.index - self.first) % ACTIVE_SPARSE_STRIDE == 0 {
+            self.batch_sparse.push((h.index, offset));
+        }
+        self.batch_next = h.index + 1;
+        if h.kind.commits() {
+            self.next = self.batch_next;
+            self.committed_end = offset + h.frame_len() as u64;
+            self.sparse.append(&mut self.batch_sparse);
+        }
+        Ok(())
+    }
+}
+
+/// Damage was found at `bad_offset`; decides per mode whether it is an error.
+#[allow(clippy::too_many_arguments)]
+async fn decide_cut<Fl: File>(
+    file: &Fl,
+    path: &Path,
+    seed: FrameSeed,
+    mode: RecoveryMode,
+    bad_offset: u64,
+    reason: &str,
+    next: u64,
+    len: u64,
+) -> Result<()> {
+    match mode {
+        RecoveryMode::PointInTime => Ok(()),
+        RecoveryMode::AbsoluteConsistency => Err(Error::corruption(
+            path,
+            bad_offset,
+            format!("{reason} (absolute consistency: no torn tail tolerated)"),
+        )),
+        RecoveryMode::TolerateTornTail => {
+            match find_valid_frame(file, path, seed, bad_offset + FRAME_ALIGN_BYTES as u64, len, Some(next)).await? {
+                Some(proof) => Err(Error::corruption(
+                    path,
+                    bad_offset,
+                    format!(
+                        "{reason} at index {next}, followed by a valid frame at offset {proof} written after index {next} was durable"
+                    ),
+                )),
+                None => Ok(()),
+            }
+        }
+    }
+}
+
+/// Whether every byte in `[from, len)` is zero (unwritten space).
+async fn is_zero<Fl: File>(file: &Fl, path: &Path, from: u64, len: u64) -> Result<bool> {
+    const CHUNK: u64 = 1 << 20;
+    let mut pos = from;
+    let mut buf = Vec::new();
+    while pos < len {
+        let n = (len - pos).min(CHUNK);
+        buf.resize(n as usize, 0);
+        file.read_exact_at(&mut buf, pos).await.map_err(|e| Error::io("read", path, pos, e))?;
+        if buf.iter().any(|&b| b != 0) {
+            return Ok(false);
+        }
+        pos += n;
+    }
+    Ok(true)
+}
+
+/// Looks for a frame after `from` that decodes fully and whose `durable_next`
+/// exceeds `durable_above` (any valid frame for `None`): proof that data at or after `from` was durable
+/// once. Returns its offset. Reads in chunks; a frame spanning chunks is read
+/// on its own.
+async fn find_valid_frame<Fl: File>(
+    file: &Fl,
+    path: &Path,
+    seed: FrameSeed,
+    from: u64,
+    len: u64,
+    durable_above: Option<u64>,
+) -> Result<Option<u64>> {
+    const CHUNK: u64 = 1 << 20;
+    let align = FRAME_ALIGN_BYTES as u64;
+    let mut pos = from.div_ceil(align) * align;
+    let mut chunk = Vec::new();
+    while pos + FRAME_HEADER_BYTES as u64 <= len {
+        let chunk_end = (pos + CHUNK + FRAME_HEADER_BYTES as u64).min(len);
+        chunk.resize((chunk_end - pos) as usize, 0);
+        file.read_exact_at(&mut chunk, pos).await.map_err(|e| Error::io("read", path, pos, e))?;
+        let mut at = 0usize;
+        while at + FRAME_HEADER_BYTES <= chunk.len() && (at as u64) < CHUNK {
+            if let Ok(h) = decode_frame_header(&chunk[at..], seed) {
+                if durable_above.is_none_or(|d| h.durable_next > d) {
+                    let off = pos + at as u64;
+                    let total = h.frame_len();
+                    if off + total as u64 <= len {
+                        let mut frame = vec![0u8; total];
+                        file.read_exact_at(&mut frame, off).await.map_err(|e| Error::io("read", path, off, e))?;
+                        if decode_frame(&frame, seed).is_ok() {
+                            return Ok(Some(off));
+                        }
+                    }
+                }
+            }
+            at += FRAME_ALIGN_BYTES;
+        }
+        pos += CHUNK;
+    }
+    Ok(None)
+}

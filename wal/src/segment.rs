@@ -1,0 +1,463 @@
+//! Segments: file naming, the in-memory view of one segment file, and
+//! sequential frame reading.
+//!
+//! A log is a run of segment files. Sealed segments are immutable and named
+//! by the index range they hold; the one active segment takes appends and is
+//! named by its first index. Names are zero-padded so that listing order is
+//! log order, and carry the segment id, which is never reused.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use simfs::{File, Fs, OpenOptions};
+
+use crate::codec::{
+    decode_frame, decode_frame_header, FrameError, FrameHeader, FrameSeed, SegmentHeader,
+    FRAME_HEADER_BYTES, SEGMENT_HEADER_BYTES,
+};
+use crate::error::{Error, Result};
+
+/// Suffix of every segment file.
+pub(crate) const SEGMENT_SUFFIX: &str = ".wal";
+/// Suffix of temporary files, removed at open.
+pub(crate) const TMP_SUFFIX: &str = ".tmp";
+/// Bytes read at a time by sequential readers.
+const READ_CHUNK_BYTES: usize = 64 << 10;
+/// Sparse index: at most about this many entries per sealed segment.
+const SPARSE_ENTRIES_MAX: u64 = 256;
+/// Sparse index stride of the active segment.
+pub(crate) const ACTIVE_SPARSE_STRIDE: u64 = 64;
+
+/// What a file name in the log directory says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SegmentName {
+    /// `{first:020}-{last:020}-{id:016x}.wal`
+    Sealed { first: u64, last: u64, id: u64 },
+    /// `{first:020}-active-{id:016x}.wal`
+    Active { first: u64, id: u64 },
+}
+
+impl SegmentName {
+    pub(crate) fn parse(name: &str) -> Option<SegmentName> {
+        let stem = name.strip_suffix(SEGMENT_SUFFIX)?;
+        let mut parts = stem.split('-');
+        let (a, b, c) = (parts.next()?, parts.next()?, parts.next()?);
+        if parts.next().is_some() || a.len() != 20 || c.len() != 16 {
+            return None;
+        }
+        let first = parse_dec(a)?;
+        let id = u64::from_str_radix(c, 16).ok().filter(|_| is_lower_hex(c))?;
+        if b == "active" {
+            return Some(SegmentName::Active { first, id });
+        }
+        if b.len() != 20 {
+            return None;
+        }
+        let last = parse_dec(b)?;
+        Some(SegmentName::Sealed { first, last, id })
+    }
+
+    pub(crate) fn file_name(&self) -> String {
+        match self {
+            SegmentName::Sealed { first, last, id } => {
+                format!("{first:020}-{last:020}-{id:016x}{SEGMENT_SUFFIX}")
+            }
+            SegmentName::Active { first, id } => format!("{first:020}-active-{id:016x}{SEGMENT_SUFFIX}"),
+        }
+    }
+
+    pub(crate) fn first(&self) -> u64 {
+        match self {
+            SegmentName::Sealed { first, .. } | SegmentName::Active { first, .. } => *first,
+        }
+    }
+
+    pub(crate) fn id(&self) -> u64 {
+        match self {
+            SegmentName::Sealed { id, .. } | SegmentName::Active { id, .. } => *id,
+        }
+    }
+}
+
+fn parse_dec(s: &str) -> Option<u64> {
+    if s.bytes().all(|b| b.is_ascii_digit()) {
+        s.parse().ok()
+    } else {
+        None
+    }
+}
+
+fn is_lower_hex(s: &str) -> bool {
+    s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// The per-segment salt. Derived from the id and first index (ids are never
+/// reused), so it is deterministic and needs no randomness; readers only
+/// compare it with the header.
+pub(crate) fn salt_for(id: u64, first_index: u64) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(b"salt");
+    h.update(&id.to_le_bytes());
+    h.update(&first_index.to_le_bytes());
+    h.finalize()
+}
+
+/// The header a segment with this id and first index must have.
+pub(crate) fn header_for(id: u64, first_index: u64) -> SegmentHeader {
+    SegmentHeader {
+        segment_id: id,
+        first_index,
+        salt: salt_for(id, first_index),
+    }
+}
+
+/// Mutable facts about a segment, guarded by its mutex.
+#[derive(Debug)]
+pub(crate) struct SegMeta {
+    /// Current path (changes when sealed).
+    pub path: PathBuf,
+    /// Last index held, `None` while empty.
+    pub last_index: Option<u64>,
+    /// Whether the segment is sealed (immutable, named by its range).
+    pub sealed: bool,
+    /// End of the last committed frame (the file may be longer for a sealed
+    /// segment read from disk; this is then the file length).
+    pub end_offset: u64,
+    /// Sparse index: `(index, offset)` of every `stride`-th record, sorted.
+    pub sparse: Vec<(u64, u64)>,
+    /// Whether `sparse` covers the whole segment (false until a sealed
+    /// segment from disk was scanned once).
+    pub sparse_complete: bool,
+}
+
+/// One segment file.
+pub(crate) struct Segment<F: Fs> {
+    pub id: u64,
+    pub first_index: u64,
+    pub seed: FrameSeed,
+    meta: Mutex<SegMeta>,
+    file: Mutex<Option<Arc<F::File>>>,
+}
+
+impl<F: Fs> Segment<F> {
+    pub(crate) fn new(id: u64, first_index: u64, meta: SegMeta, file: Option<Arc<F::File>>) -> Self {
+        Segment {
+            id,
+            first_index,
+            seed: header_for(id, first_index).frame_seed(),
+            meta: Mutex::new(meta),
+            file: Mutex::new(file),
+        }
+    }
+
+    pub(crate) fn meta(&self) -> MutexGuard<'_, SegMeta> {
+        self.meta.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn path(&self) -> PathBuf {
+        self.meta().path.clone()
+    }
+
+    /// The open handle, opening the file read-only on first use.
+    pub(crate) async fn file(&self, fs: &F) -> Result<Arc<F::File>> {
+        if let Some(f) = self.file.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+            return Ok(f);
+        }
+        let path = self.path();
+        let f = fs
+            .open(&path, OpenOptions::new().read(true))
+            .await
+            .map_err(|e| Error::io("open", &path, 0, e))?;
+        let f = Arc::new(f);
+        let mut slot = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(slot.get_or_insert(f).clone())
+    }
+
+    /// Checks the header of a sealed segment read from disk against its name.
+    async fn check_header(&self, fs: &F) -> Result<()> {
+        let file = self.file(fs).await?;
+        let path = self.path();
+        let mut buf = [0u8; SEGMENT_HEADER_BYTES];
+        file.read_exact_at(&mut buf, 0).await.map_err(|e| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                Error::corruption(&path, 0, "segment shorter than its header")
+            } else {
+                Error::io("read", &path, 0, e)
+            }
+        })?;
+        let expected = header_for(self.id, self.first_index);
+        match SegmentHeader::decode(&buf) {
+            Ok(h) if h == expected => Ok(()),
+            Ok(h) => Err(Error::corruption(
+                &path,
+                0,
+                format!("header {h:?} does not match the name (expected {expected:?})"),
+            )),
+            Err(e) => Err(Error::corruption(&path, 0, format!("bad segment header: {e:?}"))),
+        }
+    }
+
+    /// Scans a sealed segment once, checking every frame, to build its sparse
+    /// index. Any damage is `Corruption`: a sealed segment's range is promised
+    /// by its name.
+    async fn build_sparse(&self, fs: &F) -> Result<()> {
+        let (path, last) = {
+            let m = self.meta();
+            if m.sparse_complete {
+                return Ok(());
+            }
+            (m.path.clone(), m.last_index)
+        };
+        let Some(last) = last else { return Ok(()) };
+        self.check_header(fs).await?;
+        let file = self.file(fs).await?;
+        let len = file.len().await.map_err(|e| Error::io("len", &path, 0, e))?;
+        let count = last - self.first_index + 1;
+        let stride = (count / SPARSE_ENTRIES_MAX).max(ACTIVE_SPARSE_STRIDE);
+        let mut reader = FrameReader::new(file, self.seed, SEGMENT_HEADER_BYTES as u64, len);
+        let mut sparse = Vec::new();
+        let mut expected = self.first_index;
+        while expected <= last {
+            let frame = reader.next_header().await.map_err(|stop| stop.into_error(&path, expected))?;
+            if frame.header.index != expected {
+                return Err(Error::corruption(
+                    &path,
+                    frame.offset,
+                    format!("frame has index {}, expected {expected}", frame.header.index),
+                ));
+            }
+            if (expected - self.first_index) % stride == 0 {
+                sparse.push((expected, frame.offset));
+            }
+            expected += 1;
+        }
+        let mut m = self.meta();
+        m.sparse = sparse;
+        m.sparse_complete = true;
+        m.end_offset = len;
+        Ok(())
+    }
+
+    /// Reads the record at `index`, which must be in this segment and below
+    /// the readable frontier.
+    pub(crate) async fn read(&self, fs: &F, index: u64) -> Result<Vec<u8>> {
+        let mut reader = self.reader_at(fs, index).await?;
+        let path = self.path();
+        loop {
+            let frame = reader.next_frame().await.map_err(|stop| stop.into_error(&path, index))?;
+            match frame.header.index.cmp(&index) {
+                std::cmp::Ordering::Less => continue,
+                std::cmp::Ordering::Equal => return Ok(frame.payload),
+                std::cmp::Ordering::Greater => {
+                    return Err(Error::corruption(
+                        &path,
+                        frame.offset,
+                        format!("index {index} missing: found {}", frame.header.index),
+                    ))
+                }
+            }
+        }
+    }
+
+    /// A reader positioned at or before the frame of `index`.
+    pub(crate) async fn reader_at(&self, fs: &F, index: u64) -> Result<FrameReader<F::File>> {
+        if self.meta().sealed {
+            self.build_sparse(fs).await?;
+        }
+        let file = self.file(fs).await?;
+        let (start, end) = {
+            let m = self.meta();
+            let pos = m.sparse.partition_point(|&(i, _)| i <= index);
+            let start = if pos == 0 { SEGMENT_HEADER_BYTES as u64 } else { m.sparse[pos - 1].1 };
+            (start, m.end_offset)
+        };
+        Ok(FrameReader::new(file, self.seed, start, end))
+    }
+}
+
+/// A frame read from a segment.
+pub(crate) struct ReadFrame {
+    pub offset: u64,
+    pub header: FrameHeader,
+    pub payload: Vec<u8>,
+}
+
+/// A frame header read from a segment (payload checked but not kept).
+pub(crate) struct ReadHeader {
+    pub offset: u64,
+    pub header: FrameHeader,
+}
+
+/// Why a sequential read stopped.
+#[derive(Debug)]
+pub(crate) enum ReadStop {
+    /// The bytes at `offset` are not a valid frame.
+    Bad { offset: u64, error: FrameError },
+    /// The read limit was reached exactly at a frame boundary.
+    End { offset: u64 },
+    /// The filesystem failed.
+    Io { offset: u64, error: std::io::Error },
+}
+
+impl ReadStop {
+    /// For reads of data that must exist: every stop is an error.
+    pub(crate) fn into_error(self, path: &Path, index: u64) -> Error {
+        match self {
+            ReadStop::Io { offset, error } => Error::io("read", path, offset, error),
+            ReadStop::Bad { offset, error } => {
+                Error::corruption(path, offset, format!("{error:?} frame while reading index {index}"))
+            }
+            ReadStop::End { offset } => {
+                Error::corruption(path, offset, format!("segment ends before index {index}"))
+            }
+        }
+    }
+}
+
+/// Reads frames sequentially with large buffered reads (one system call per
+/// chunk, not per record). Never reads at or past `limit`.
+pub(crate) struct FrameReader<Fl: File> {
+    file: Arc<Fl>,
+    seed: FrameSeed,
+    /// File offset of `buf[0]`.
+    buf_offset: u64,
+    buf: Vec<u8>,
+    /// Position of the next frame within `buf`.
+    pos: usize,
+    limit: u64,
+}
+
+impl<Fl: File> FrameReader<Fl> {
+    pub(crate) fn new(file: Arc<Fl>, seed: FrameSeed, offset: u64, limit: u64) -> Self {
+        FrameReader {
+            file,
+            seed,
+            buf_offset: offset,
+            buf: Vec::new(),
+            pos: 0,
+            limit,
+        }
+    }
+
+    /// File offset of the next frame.
+    pub(crate) fn offset(&self) -> u64 {
+        self.buf_offset + self.pos as u64
+    }
+
+    /// Raises the read limit (the active segment grows).
+    pub(crate) fn set_limit(&mut self, limit: u64) {
+        self.limit = self.limit.max(limit);
+    }
+
+    /// Makes sure `want` bytes from the current position are buffered, or as
+    /// many as exist before `limit`. Returns how many are available.
+    async fn fill(&mut self, want: usize) -> Result<usize, ReadStop> {
+        let avail = self.buf.len() - self.pos;
+        if avail >= want {
+            return Ok(avail);
+        }
+        // Drop consumed bytes, then read more.
+        self.buf.drain(..self.pos);
+        self.buf_offset += self.pos as u64;
+        self.pos = 0;
+        let file_end = self.limit;
+        let mut have = self.buf.len();
+        let target = want.max(READ_CHUNK_BYTES);
+        let read_end = (self.buf_offset + target as u64).min(file_end);
+        let to_read = read_end.saturating_sub(self.buf_offset + have as u64) as usize;
+        if to_read == 0 {
+            return Ok(have);
+        }
+        self.buf.resize(have + to_read, 0);
+        while have < self.buf.len() {
+            let off = self.buf_offset + have as u64;
+            match self.file.read_at(&mut self.buf[have..], off).await {
+                Ok(0) => break,
+                Ok(n) => have += n,
+                Err(error) => {
+                    self.buf.truncate(have);
+                    return Err(ReadStop::Io { offset: off, error });
+                }
+            }
+        }
+        self.buf.truncate(have);
+        Ok(have)
+    }
+
+    /// Reads and checks the next whole frame, returning its payload.
+    pub(crate) async fn next_frame(&mut self) -> Result<ReadFrame, ReadStop> {
+        let (offset, header, total) = self.peek().await?;
+        let frame = &self.buf[self.pos..self.pos + total];
+        let payload = decode_frame(frame, self.seed)
+            .map_err(|error| ReadStop::Bad { offset, error })?
+            .1
+            .to_vec();
+        self.pos += total;
+        Ok(ReadFrame { offset, header, payload })
+    }
+
+    /// Reads and checks the next whole frame without copying its payload.
+    pub(crate) async fn next_header(&mut self) -> Result<ReadHeader, ReadStop> {
+        let (offset, header, total) = self.peek().await?;
+        let frame = &self.buf[self.pos..self.pos + total];
+        decode_frame(frame, self.seed).map_err(|error| ReadStop::Bad { offset, error })?;
+        self.pos += total;
+        Ok(ReadHeader { offset, header })
+    }
+
+    /// Buffers the next frame and decodes its header (length checked against
+    /// the maximum before the payload is read).
+    async fn peek(&mut self) -> Result<(u64, FrameHeader, usize), ReadStop> {
+        let offset = self.offset();
+        if offset >= self.limit {
+            return Err(ReadStop::End { offset });
+        }
+        let avail = self.fill(FRAME_HEADER_BYTES).await?;
+        if avail < FRAME_HEADER_BYTES {
+            return Err(ReadStop::Bad { offset, error: FrameError::Short });
+        }
+        let header = decode_frame_header(&self.buf[self.pos..], self.seed)
+            .map_err(|error| ReadStop::Bad { offset, error })?;
+        let total = header.frame_len();
+        if self.fill(total).await? < total {
+            return Err(ReadStop::Bad { offset, error: FrameError::Short });
+        }
+        Ok((offset, header, total))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_sort_in_log_order() {
+        let a = SegmentName::Sealed { first: 5, last: 9, id: 1 };
+        let b = SegmentName::Sealed { first: 10, last: 100, id: 2 };
+        let c = SegmentName::Active { first: 101, id: 0xab };
+        for n in [a, b, c] {
+            assert_eq!(SegmentName::parse(&n.file_name()), Some(n));
+        }
+        let mut names = vec![c.file_name(), a.file_name(), b.file_name()];
+        names.sort();
+        assert_eq!(names, vec![a.file_name(), b.file_name(), c.file_name()]);
+    }
+
+    #[test]
+    fn malformed_names_do_not_parse() {
+        for bad in [
+            "",
+            ".wal",
+            "00000000000000000001-active-0000000000000001.tmp",
+            "0000000000000000001-active-0000000000000001.wal",
+            "00000000000000000001-activ-0000000000000001.wal",
+            "00000000000000000001-active-000000000000000G.wal",
+            "00000000000000000001-active-000000000000000A.wal",
+            "+0000000000000000001-active-0000000000000001.wal",
+            "99999999999999999999-active-0000000000000001.wal",
+            "00000000000000000001-00000000000000000002-0000000000000001-x.wal",
+        ] {
+            assert_eq!(SegmentName::parse(bad), None, "{bad}");
+        }
+    }
+}
