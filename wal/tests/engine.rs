@@ -1,0 +1,511 @@
+//! Engine tests on SimFs and OsFs: appends, reads, rotation, recovery,
+//! corruption, fail-stop, bad arguments.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::path::Path;
+
+use common::*;
+use futures::executor::block_on;
+use simfs::{CrashKind, FaultConfig, File, Fs, OpenOptions, OsFs, SimConfig, SimFs};
+use wal::{Error, Options, RecoveryMode, SyncPolicy, Wal};
+
+fn small_segments() -> Options {
+    Options {
+        segment_size_bytes: 4096,
+        ..Options::default()
+    }
+}
+
+#[test]
+fn append_read_iterate_reopen_on_simfs() {
+    block_on(async {
+        let fs = SimFs::new(1);
+        let wal = open(&fs, small_segments()).await.unwrap();
+        for i in 0..200u64 {
+            assert_eq!(wal.append(payload(i, (i as usize * 7) % 300)).await.unwrap(), i);
+        }
+        assert!(wal.segment_files().len() > 5, "rotation by size happened");
+        for i in [0, 1, 63, 64, 65, 150, 199] {
+            assert_eq!(wal.read(i).await.unwrap(), payload(i, (i as usize * 7) % 300));
+        }
+        assert!(matches!(wal.read(200).await, Err(Error::OutOfRange { index: 200, .. })));
+        let all = collect(&wal).await.unwrap();
+        assert_eq!(all.len(), 200);
+        let before = wal.segment_files();
+        wal.close().await.unwrap();
+        fs.crash(CrashKind::PowerLoss);
+        let wal = open(&fs, small_segments()).await.unwrap();
+        assert_eq!(wal.segment_files(), before);
+        assert_eq!(collect(&wal).await.unwrap(), all);
+        assert_eq!(wal.append(b"next".to_vec()).await.unwrap(), 200);
+    });
+}
+
+#[test]
+fn append_read_reopen_on_osfs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("log");
+    block_on(async {
+        let wal = Wal::open(OsFs::new(), &dir, small_segments()).await.unwrap();
+        wal.append_batch((0..50).map(|i| payload(i, 100)).collect()).await.unwrap();
+        for i in 50..100 {
+            wal.append_at(i, payload(i, 10)).await.unwrap();
+        }
+        wal.rotate().await.unwrap();
+        wal.close().await.unwrap();
+        let wal = Wal::open(OsFs::new(), &dir, small_segments()).await.unwrap();
+        let all = collect(&wal).await.unwrap();
+        assert_eq!(all.len(), 100);
+        assert_eq!(all[75], (75, payload(75, 10)));
+        assert_eq!(wal.next_index(), 100);
+    });
+}
+
+#[test]
+fn first_index_is_configurable_including_zero() {
+    block_on(async {
+        for first in [0u64, 1, 1_000_000] {
+            let fs = SimFs::new(2);
+            let opts = Options { first_index: first, ..Options::default() };
+            let wal = open(&fs, opts.clone()).await.unwrap();
+            assert_eq!(wal.append(b"a".to_vec()).await.unwrap(), first);
+            assert!(matches!(
+                wal.append_at(first + 5, b"b".to_vec()).await,
+                Err(Error::WrongIndex { expected, got }) if expected == first + 1 && got == first + 5
+            ));
+            drop(wal);
+            let wal = open(&fs, Options::default()).await.unwrap();
+            assert_eq!(wal.first_index(), first);
+            assert_eq!(wal.next_index(), first + 1);
+        }
+    });
+}
+
+#[test]
+fn rotation_by_record_count_and_on_request() {
+    block_on(async {
+        let fs = SimFs::new(3);
+        let opts = Options { segment_max_records: 10, ..Options::default() };
+        let wal = open(&fs, opts).await.unwrap();
+        for i in 0..35 {
+            wal.append(payload(i, 5)).await.unwrap();
+        }
+        let segs = wal.segment_files();
+        assert_eq!(segs.len(), 4);
+        assert_eq!((segs[0].1, segs[0].2, segs[0].3), (0, Some(9), true));
+        assert_eq!((segs[3].1, segs[3].2, segs[3].3), (30, Some(34), false));
+        wal.rotate().await.unwrap();
+        assert!(wal.segment_files().iter().all(|s| s.3));
+        wal.rotate().await.unwrap(); // nothing to seal: a no-op
+        assert_eq!(wal.append(b"x".to_vec()).await.unwrap(), 35);
+        assert_eq!(wal.segment_files().len(), 5);
+    });
+}
+
+#[test]
+fn concurrent_appenders_share_fsyncs_and_keep_order() {
+    block_on(async {
+        let fs = SimFs::with_config(4, yielding());
+        let wal = open(&fs, Options::default()).await.unwrap();
+        let wal = &wal;
+        let tasks = (0..64u64).map(|w| async move {
+            let mut mine = Vec::new();
+            for s in 0..20u64 {
+                let data = format!("w{w}-s{s}").into_bytes();
+                let i = if s % 5 == 0 {
+                    wal.append_batch(vec![data.clone(), data.clone()]).await.unwrap()
+                } else {
+                    wal.append(data.clone()).await.unwrap()
+                };
+                mine.push((i, data));
+            }
+            mine
+        });
+        let results = futures::future::join_all(tasks).await;
+        let log = collect(wal).await.unwrap();
+        // Every acknowledged append is where its index says, in each writer's order.
+        for mine in &results {
+            assert!(mine.windows(2).all(|p| p[0].0 < p[1].0), "a writer's appends are ordered");
+            for (i, data) in mine {
+                assert_eq!(&log[*i as usize].1, data);
+            }
+        }
+        let total: usize = results.iter().map(|m| m.len()).sum::<usize>() + 64 * 4;
+        assert_eq!(log.len(), total);
+        let stats = wal.stats().await;
+        assert!(stats.fsyncs < stats.appends, "group commit shared fsyncs: {stats:?}");
+    });
+}
+
+#[test]
+fn second_opener_gets_locked() {
+    block_on(async {
+        let fs = SimFs::new(5);
+        let wal = open(&fs, Options::default()).await.unwrap();
+        assert!(matches!(open(&fs, Options::default()).await, Err(Error::Locked { .. })));
+        wal.close().await.unwrap();
+        open(&fs, Options::default()).await.unwrap();
+    });
+    let tmp = tempfile::tempdir().unwrap();
+    block_on(async {
+        let _wal = Wal::open(OsFs::new(), tmp.path(), Options::default()).await.unwrap();
+        let second = Wal::open(OsFs::new(), tmp.path(), Options::default()).await;
+        assert!(matches!(second, Err(Error::Locked { .. })), "{:?}", second.err());
+    });
+}
+
+#[test]
+fn bad_arguments_are_typed_errors() {
+    block_on(async {
+        let fs = SimFs::new(6);
+        let opts = Options { max_record_bytes: 1000, max_batch_records: 4, ..Options::default() };
+        let wal = open(&fs, opts).await.unwrap();
+        assert!(matches!(wal.append(vec![0; 1001]).await, Err(Error::RecordTooLarge { len: 1001, max: 1000 })));
+        assert!(matches!(wal.append_batch(vec![]).await, Err(Error::EmptyBatch)));
+        assert!(matches!(wal.append_batch(vec![vec![]; 5]).await, Err(Error::BatchTooLarge { .. })));
+        assert!(matches!(wal.append_at(3, vec![]).await, Err(Error::WrongIndex { expected: 0, got: 3 })));
+        assert!(matches!(wal.read(0).await, Err(Error::OutOfRange { .. })));
+        assert!(matches!(wal.iter_from(7), Err(Error::OutOfRange { .. })));
+        // None of that stopped anything.
+        assert_eq!(wal.append(vec![]).await.unwrap(), 0);
+        assert_eq!(wal.read(0).await.unwrap(), Vec::<u8>::new());
+
+        let bad = Options { segment_size_bytes: 10, ..Options::default() };
+        assert!(matches!(open(&SimFs::new(1), bad).await, Err(Error::InvalidArgument(_))));
+        // A path that is a file.
+        let fs = SimFs::new(7);
+        fs.open(Path::new("/file"), OpenOptions::new().write(true).create(true)).await.unwrap();
+        assert!(matches!(
+            Wal::open(fs.clone(), Path::new("/file"), Options::default()).await,
+            Err(Error::InvalidArgument(_))
+        ));
+    });
+}
+
+#[test]
+fn torn_tail_is_cut_and_unsynced_records_may_go() {
+    // Manual policy, no sync: a power loss may keep any prefix-consistent part.
+    let mut cut_seen = false;
+    for seed in 0..40 {
+        block_on(async {
+            let cfg = SimConfig {
+                faults: FaultConfig { writeback: 0.5, ..FaultConfig::none() },
+                atomic_write_unit_bytes: 512,
+                ..SimConfig::default()
+            };
+            let fs = SimFs::with_config(seed, cfg);
+            let opts = Options { sync_policy: SyncPolicy::Manual, ..Options::default() };
+            let wal = open(&fs, opts.clone()).await.unwrap();
+            for i in 0..20 {
+                wal.append(payload(i, 200)).await.unwrap();
+            }
+            wal.sync().await.unwrap();
+            for i in 20..60 {
+                wal.append(payload(i, 200)).await.unwrap();
+            }
+            drop(wal);
+            fs.set_faults(FaultConfig::none());
+            fs.crash(CrashKind::PowerLoss);
+            let wal = open(&fs, opts.clone()).await.unwrap();
+            cut_seen |= wal.recovery_report().torn_bytes_cut > 0;
+            let log = collect(&wal).await.unwrap();
+            assert!(log.len() >= 20, "synced records survive (seed {seed})");
+            for (i, rec) in &log {
+                assert_eq!(rec, &payload(*i, 200));
+            }
+            // Idempotent: a second recovery gives the same log and cuts nothing.
+            drop(wal);
+            fs.crash(CrashKind::PowerLoss);
+            let again = open(&fs, opts).await.unwrap();
+            assert_eq!(again.recovery_report().torn_bytes_cut, 0);
+            assert_eq!(collect(&again).await.unwrap(), log);
+        });
+    }
+    assert!(cut_seen, "some seed produced a torn tail");
+}
+
+/// Flips one byte of a file through the Fs and makes it durable.
+async fn corrupt(fs: &SimFs, name: &str, offset: u64) {
+    let path = dir().join(name);
+    let f = fs.open(&path, OpenOptions::new().read(true).write(true)).await.unwrap();
+    let mut b = [0u8; 1];
+    f.read_exact_at(&mut b, offset).await.unwrap();
+    b[0] ^= 0x40;
+    f.write_all_at(&b, offset).await.unwrap();
+    f.sync_data().await.unwrap();
+}
+
+#[test]
+fn mid_log_corruption_in_active_segment_is_an_error_not_a_cut() {
+    block_on(async {
+        let fs = SimFs::new(8);
+        let wal = open(&fs, Options::default()).await.unwrap();
+        for i in 0..10 {
+            wal.append(payload(i, 50)).await.unwrap();
+        }
+        let name = wal.segment_files()[0].0.clone();
+        drop(wal);
+        // Damage record 2's payload: records 3.. were written after it was durable.
+        corrupt(&fs, &name, 64 + 2 * 88 + 40).await;
+        match open(&fs, Options::default()).await {
+            Err(Error::Corruption { offset, .. }) => assert_eq!(offset, 64 + 2 * 88),
+            other => panic!("expected corruption, got {:?}", other.map(|_| ())),
+        }
+        // Point-in-time recovery accepts the loss and cuts at the damage.
+        let opts = Options { recovery_mode: RecoveryMode::PointInTime, ..Options::default() };
+        let wal = open(&fs, opts).await.unwrap();
+        assert_eq!(wal.next_index(), 2);
+    });
+}
+
+#[test]
+fn damage_in_last_record_is_a_torn_tail_unless_absolute_consistency() {
+    block_on(async {
+        let fs = SimFs::new(9);
+        let wal = open(&fs, Options::default()).await.unwrap();
+        for i in 0..3 {
+            wal.append(payload(i, 50)).await.unwrap();
+        }
+        let name = wal.segment_files()[0].0.clone();
+        drop(wal);
+        corrupt(&fs, &name, 64 + 2 * 88 + 40).await;
+        let strict = Options { recovery_mode: RecoveryMode::AbsoluteConsistency, ..Options::default() };
+        assert!(matches!(open(&fs, strict).await, Err(Error::Corruption { .. })));
+        let wal = open(&fs, Options::default()).await.unwrap();
+        assert_eq!(wal.next_index(), 2);
+        assert_eq!(wal.recovery_report().torn_bytes_cut, 88);
+    });
+}
+
+#[test]
+fn corrupt_sealed_segment_is_reported_on_read() {
+    block_on(async {
+        let fs = SimFs::new(10);
+        let opts = Options { segment_max_records: 5, ..Options::default() };
+        let wal = open(&fs, opts.clone()).await.unwrap();
+        for i in 0..12 {
+            wal.append(payload(i, 50)).await.unwrap();
+        }
+        let sealed = wal.segment_files()[0].clone();
+        assert!(sealed.3);
+        drop(wal);
+        corrupt(&fs, &sealed.0, 64 + 3 * 88 + 40).await;
+        let wal = open(&fs, opts).await.unwrap(); // sealed segments are trusted by name
+        assert!(matches!(wal.read(1).await, Err(Error::Corruption { .. })));
+        let mut it = wal.iter_from(0).unwrap();
+        let mut got = Vec::new();
+        let err = loop {
+            match it.next().await {
+                Some(Ok(r)) => got.push(r),
+                Some(Err(e)) => break e,
+                None => panic!("iteration hid the corruption"),
+            }
+        };
+        assert!(matches!(err, Error::Corruption { offset, .. } if offset == 64 + 3 * 88), "{err}");
+        // The first read of a sealed segment checks all of it.
+        assert!(got.is_empty());
+        assert_eq!(wal.read(7).await.unwrap(), payload(7, 50));
+    });
+}
+
+#[test]
+fn gaps_and_overlaps_in_names_are_corruption() {
+    block_on(async {
+        let fs = SimFs::new(11);
+        let opts = Options { segment_max_records: 5, ..Options::default() };
+        let wal = open(&fs, opts.clone()).await.unwrap();
+        for i in 0..17 {
+            wal.append(payload(i, 5)).await.unwrap();
+        }
+        let segs = wal.segment_files();
+        wal.close().await.unwrap();
+        // Remove a middle segment: a gap.
+        fs.remove_file(&dir().join(&segs[1].0)).await.unwrap();
+        let err = open(&fs, opts.clone()).await.err().unwrap();
+        assert!(matches!(&err, Error::Corruption { reason, .. } if reason.contains("gap")), "{err}");
+    });
+    block_on(async {
+        let fs = SimFs::new(12);
+        let wal = open(&fs, Options::default()).await.unwrap();
+        wal.append(b"a".to_vec()).await.unwrap();
+        drop(wal);
+        // A second active segment.
+        fs.open(
+            &dir().join("00000000000000000000-active-00000000000000ff.wal"),
+            OpenOptions::new().write(true).create(true),
+        )
+        .await
+        .unwrap();
+        assert!(matches!(open(&fs, Options::default()).await, Err(Error::Corruption { .. })));
+    });
+}
+
+#[test]
+fn fsync_failure_stops_the_wal_until_reopen() {
+    block_on(async {
+        let fs = SimFs::new(13);
+        let wal = open(&fs, Options::default()).await.unwrap();
+        wal.append(b"durable".to_vec()).await.unwrap();
+        fs.set_faults(FaultConfig { sync_fail: 1.0, ..FaultConfig::none() });
+        let err = wal.append(b"lost".to_vec()).await.unwrap_err();
+        assert!(err.is_stopped(), "{err}");
+        fs.set_faults(FaultConfig::none());
+        // Fail-stop: the next sync would return Ok, but the WAL never retries it.
+        assert!(wal.append(b"after".to_vec()).await.unwrap_err().is_stopped());
+        assert!(wal.read(0).await.unwrap_err().is_stopped());
+        assert!(wal.sync().await.unwrap_err().is_stopped());
+        assert!(wal.stopped().is_some());
+        drop(wal);
+        fs.crash(CrashKind::PowerLoss);
+        let wal = open(&fs, Options::default()).await.unwrap();
+        let log = collect(&wal).await.unwrap();
+        assert_eq!(log[0].1, b"durable");
+        assert!(log.len() <= 2);
+        wal.append(b"again".to_vec()).await.unwrap();
+    });
+}
+
+#[test]
+fn enospc_fails_the_group_cuts_back_and_goes_on() {
+    block_on(async {
+        let fs = SimFs::new(14);
+        let wal = open(&fs, Options::default()).await.unwrap();
+        wal.append(payload(0, 100)).await.unwrap();
+        let used = fs.used_bytes();
+        fs.set_capacity(Some(used + 50));
+        let err = wal.append(payload(1, 1000)).await.unwrap_err();
+        assert!(matches!(err, Error::AppendFailed { .. }) && err.is_storage_full(), "{err}");
+        assert!(wal.stopped().is_none());
+        assert_eq!(wal.next_index(), 1);
+        fs.set_capacity(None);
+        assert_eq!(wal.append(payload(1, 1000)).await.unwrap(), 1);
+        drop(wal);
+        fs.crash(CrashKind::PowerLoss);
+        let wal = open(&fs, Options::default()).await.unwrap();
+        assert_eq!(collect(&wal).await.unwrap(), vec![(0, payload(0, 100)), (1, payload(1, 1000))]);
+    });
+}
+
+#[test]
+fn failed_rotation_keeps_memory_equal_to_disk() {
+    block_on(async {
+        let fs = SimFs::new(15);
+        let opts = Options { segment_max_records: 3, ..Options::default() };
+        let wal = open(&fs, opts.clone()).await.unwrap();
+        for i in 0..3 {
+            wal.append(payload(i, 5)).await.unwrap();
+        }
+        fs.set_faults(FaultConfig { eio_rename: 1.0, ..FaultConfig::none() });
+        // Rotation fails; the append still lands in the current segment.
+        wal.append(payload(3, 5)).await.unwrap();
+        assert!(wal.rotate().await.is_err());
+        fs.set_faults(FaultConfig::none());
+        let names: Vec<String> = wal.segment_files().into_iter().map(|s| s.0).collect();
+        let on_disk: Vec<String> = fs.read_dir(dir()).await.unwrap().into_iter().map(|e| e.name).collect();
+        assert_eq!(names, on_disk);
+        assert_eq!(wal.append(payload(4, 5)).await.unwrap(), 4);
+        assert_eq!(collect(&wal).await.unwrap().len(), 5);
+    });
+}
+
+#[test]
+fn manual_sync_makes_records_durable() {
+    block_on(async {
+        let fs = SimFs::new(16);
+        let opts = Options { sync_policy: SyncPolicy::Manual, ..Options::default() };
+        let wal = open(&fs, opts.clone()).await.unwrap();
+        for i in 0..10 {
+            wal.append(payload(i, 30)).await.unwrap();
+        }
+        assert_eq!(wal.durable_next(), 0);
+        wal.sync().await.unwrap();
+        assert_eq!(wal.durable_next(), 10);
+        drop(wal);
+        fs.crash(CrashKind::PowerLoss);
+        let wal = open(&fs, opts).await.unwrap();
+        assert_eq!(collect(&wal).await.unwrap().len(), 10);
+    });
+}
+
+#[test]
+fn process_crash_keeps_page_cache_and_recovery_makes_it_durable() {
+    block_on(async {
+        let fs = SimFs::new(17);
+        let opts = Options { sync_policy: SyncPolicy::Manual, ..Options::default() };
+        let wal = open(&fs, opts.clone()).await.unwrap();
+        for i in 0..10 {
+            wal.append(payload(i, 30)).await.unwrap();
+        }
+        drop(wal);
+        fs.crash(CrashKind::Process);
+        let wal = open(&fs, opts.clone()).await.unwrap();
+        let seen = collect(&wal).await.unwrap();
+        assert_eq!(seen.len(), 10, "the page cache survived the process crash");
+        drop(wal);
+        // What recovery served must survive the next power loss.
+        fs.crash(CrashKind::PowerLoss);
+        let wal = open(&fs, opts).await.unwrap();
+        assert_eq!(collect(&wal).await.unwrap(), seen);
+    });
+}
+
+#[test]
+fn iterator_runs_alongside_appends_and_rotation() {
+    block_on(async {
+        let fs = SimFs::new(18);
+        let opts = Options { segment_max_records: 7, ..Options::default() };
+        let wal = open(&fs, opts).await.unwrap();
+        let mut it = wal.iter_from(0).unwrap();
+        let mut seen = Vec::new();
+        for round in 0..10u64 {
+            for i in 0..5 {
+                wal.append(payload(round * 5 + i, 20)).await.unwrap();
+            }
+            while let Some(r) = it.next().await {
+                seen.push(r.unwrap().0);
+            }
+        }
+        assert_eq!(seen, (0..50).collect::<Vec<_>>());
+    });
+}
+
+#[test]
+fn batched_policy_waits_and_stays_durable() {
+    block_on(async {
+        let fs = SimFs::new(19);
+        let opts = Options {
+            sync_policy: SyncPolicy::Batched {
+                max_delay_us: 100,
+                max_records: 8,
+                sleeper: wal::Sleeper::new(|_| Box::pin(async {})),
+            },
+            ..Options::default()
+        };
+        let wal = open(&fs, opts.clone()).await.unwrap();
+        let w = &wal;
+        futures::future::join_all((0..32u64).map(|i| async move { w.append(payload(i, 10)).await.unwrap() })).await;
+        assert_eq!(wal.durable_next(), 32);
+        drop(wal);
+        fs.crash(CrashKind::PowerLoss);
+        assert_eq!(collect(&open(&fs, opts).await.unwrap()).await.unwrap().len(), 32);
+    });
+}
+
+#[test]
+fn large_and_empty_records() {
+    block_on(async {
+        let fs = SimFs::new(20);
+        let opts = Options { max_record_bytes: 1 << 20, ..small_segments() };
+        let wal = open(&fs, opts.clone()).await.unwrap();
+        wal.append(vec![]).await.unwrap();
+        wal.append(vec![7; 1 << 20]).await.unwrap();
+        wal.append(vec![]).await.unwrap();
+        drop(wal);
+        fs.crash(CrashKind::PowerLoss);
+        let wal = open(&fs, opts).await.unwrap();
+        let log = collect(&wal).await.unwrap();
+        assert_eq!(log.iter().map(|r| r.1.len()).collect::<Vec<_>>(), vec![0, 1 << 20, 0]);
+    });
+}
