@@ -30,6 +30,9 @@ pub enum FrameKind {
     BatchMember = 2,
     /// The last member of an atomic batch: it commits the whole batch.
     BatchEnd = 3,
+    /// Zero payload that fills space up to an alignment boundary; holds no
+    /// record. Its `index` is the index of the next record.
+    Padding = 4,
 }
 
 impl FrameKind {
@@ -38,6 +41,7 @@ impl FrameKind {
             1 => Some(FrameKind::Record),
             2 => Some(FrameKind::BatchMember),
             3 => Some(FrameKind::BatchEnd),
+            4 => Some(FrameKind::Padding),
             _ => None,
         }
     }
@@ -201,6 +205,39 @@ impl FrameHeader {
 pub fn frame_len(payload_len: usize) -> usize {
     let raw = FRAME_HEADER_BYTES + payload_len;
     raw.div_ceil(FRAME_ALIGN_BYTES) * FRAME_ALIGN_BYTES
+}
+
+/// Bytes of padding frame needed at `offset` so that the next frame starts
+/// at a multiple of `alignment` (0 if it already does). Never less than a
+/// frame header: if the gap is smaller, the padding reaches one boundary
+/// further. `offset` must be a multiple of [`FRAME_ALIGN_BYTES`].
+///
+/// ```
+/// use wal::codec::padding_len;
+/// assert_eq!(padding_len(4096, 4096), 0);
+/// assert_eq!(padding_len(64, 4096), 4032);
+/// assert_eq!(padding_len(4080, 4096), 16 + 4096);
+/// assert_eq!(padding_len(72, 8), 0);
+/// ```
+pub fn padding_len(offset: u64, alignment: u64) -> usize {
+    let rem = offset % alignment;
+    if rem == 0 {
+        return 0;
+    }
+    let mut gap = alignment - rem;
+    if gap < FRAME_HEADER_BYTES as u64 {
+        gap += alignment;
+    }
+    gap as usize
+}
+
+/// Appends a padding frame of exactly `total_bytes` (a multiple of
+/// [`FRAME_ALIGN_BYTES`], at least [`FRAME_HEADER_BYTES`]) to `out`.
+/// `next_index` is the index of the record that will follow.
+pub fn encode_padding(out: &mut Vec<u8>, seed: FrameSeed, next_index: u64, durable_next: u64, total_bytes: usize) {
+    assert!(total_bytes >= FRAME_HEADER_BYTES && total_bytes % FRAME_ALIGN_BYTES == 0);
+    let zeros = vec![0u8; total_bytes - FRAME_HEADER_BYTES];
+    encode_frame(out, seed, FrameKind::Padding, next_index, durable_next, &zeros);
 }
 
 /// Appends the encoded frame for one record to `out`.

@@ -15,7 +15,7 @@ use futures::channel::oneshot;
 use simfs::{File, Fs, OpenOptions};
 use tracing::{debug, info, warn};
 
-use crate::codec::{encode_frame, frame_len, FrameKind, SEGMENT_HEADER_BYTES};
+use crate::codec::{encode_frame, encode_padding, frame_len, padding_len, FrameKind};
 use crate::error::{Error, Result};
 use crate::options::SyncPolicy;
 use crate::recovery::Recovered;
@@ -157,6 +157,18 @@ impl<F: Fs> Writer<F> {
                 }
             }
         }
+        if let Some(a) = &self.active {
+            // After recovery the durable tail may end mid-sector: never write
+            // into that sector again; start a new segment instead.
+            let align = inner.opts.durable_alignment_bytes;
+            let durable_tail = inner.state().durable_next == group[0].first_index;
+            if a.records > 0 && a.write_offset % align != 0 && durable_tail {
+                match self.seal(inner).await {
+                    Err(GroupError::Abort(e)) => warn!(error = %e, "rotation failed; writing after an unaligned tail"),
+                    other => other?,
+                }
+            }
+        }
         if self.active.is_none() {
             self.create_active(inner, group[0].first_index).await?;
         }
@@ -182,6 +194,14 @@ impl<F: Fs> Writer<F> {
                 encode_frame(buf, active.seg.seed, kind, index, durable_next, payload);
             }
         }
+        let synced = inner.syncs_every_write();
+        if synced {
+            let pad = padding_len(offset + buf.len() as u64, inner.opts.durable_alignment_bytes);
+            if pad > 0 {
+                let next = group[group.len() - 1].first_index + group[group.len() - 1].records.len() as u64;
+                encode_padding(buf, active.seg.seed, next, durable_next, pad);
+            }
+        }
         let path = active.seg.path();
         if let Err(e) = active.file.write_all_at(buf, offset).await {
             let cause = Error::io("write", &path, offset, e);
@@ -197,7 +217,6 @@ impl<F: Fs> Writer<F> {
                 Err(e) => Err(GroupError::Stop(Error::io("cut back partial write", &path, offset, e))),
             };
         }
-        let synced = inner.syncs_every_write();
         if synced {
             active
                 .file
@@ -241,8 +260,27 @@ impl<F: Fs> Writer<F> {
         if durable >= readable {
             return Ok(());
         }
-        let Some(active) = &self.active else { return Ok(()) };
+        let Some(active) = self.active.as_mut() else { return Ok(()) };
         let path = active.seg.path();
+        // Pad to the alignment so the next write never touches a sector that
+        // will hold acknowledged data.
+        let pad = padding_len(active.write_offset, inner.opts.durable_alignment_bytes);
+        if pad > 0 {
+            self.buf.clear();
+            encode_padding(&mut self.buf, active.seg.seed, readable, durable, pad);
+            let offset = active.write_offset;
+            if let Err(e) = active.file.write_all_at(&self.buf, offset).await {
+                // The padding is optional: cut it back and sync without it.
+                if let Err(e) = active.file.set_len(offset).await {
+                    return Err(inner.stop(Error::io("cut back padding", &path, offset, e)));
+                }
+                warn!(error = %e, "padding write failed; syncing an unaligned tail");
+            } else {
+                active.write_offset += pad as u64;
+                active.seg.meta().end_offset = active.write_offset;
+                inner.state().stats.bytes_written += pad as u64;
+            }
+        }
         if let Err(e) = active.file.sync_data().await {
             return Err(inner.stop(Error::io("sync_data", &path, 0, e)));
         }
@@ -324,7 +362,7 @@ impl<F: Fs> Writer<F> {
         let id = self.next_segment_id;
         self.next_segment_id += 1;
         let path = inner.dir.join(SegmentName::Active { first, id }.file_name());
-        let file = match self.create_file(inner, &path, id, first).await {
+        let (file, data_start) = match self.create_file(inner, &path, id, first).await {
             Ok(f) => f,
             Err(CreateError::Write(cause)) => {
                 // Remove the half-made file durably, or stop: a leftover would
@@ -353,7 +391,7 @@ impl<F: Fs> Writer<F> {
                 path: path.clone(),
                 last_index: None,
                 sealed: false,
-                end_offset: SEGMENT_HEADER_BYTES as u64,
+                end_offset: data_start,
                 sparse: Vec::new(),
                 sparse_complete: true,
             },
@@ -363,22 +401,30 @@ impl<F: Fs> Writer<F> {
         self.active = Some(Active {
             seg,
             file,
-            write_offset: SEGMENT_HEADER_BYTES as u64,
+            write_offset: data_start,
             records: 0,
         });
         info!(segment = %path.display(), first, id, "created segment");
         Ok(())
     }
 
-    async fn create_file(&self, inner: &Inner<F>, path: &PathBuf, id: u64, first: u64) -> Result<F::File, CreateError> {
+    /// Creates the file with its header (and padding up to the alignment),
+    /// durable with its directory entry. Returns the file and where the first
+    /// frame goes.
+    async fn create_file(&self, inner: &Inner<F>, path: &PathBuf, id: u64, first: u64) -> Result<(F::File, u64), CreateError> {
         let opts = OpenOptions::new().read(true).write(true).create_new(true);
         let file = inner
             .fs
             .open(path, opts)
             .await
             .map_err(|e| CreateError::Write(Error::io("create", path, 0, e)))?;
-        let header = header_for(id, first).encode();
-        file.write_all_at(&header, 0)
+        let header = header_for(id, first);
+        let mut bytes = header.encode().to_vec();
+        let pad = padding_len(bytes.len() as u64, inner.opts.durable_alignment_bytes);
+        if pad > 0 {
+            encode_padding(&mut bytes, header.frame_seed(), first, 0, pad);
+        }
+        file.write_all_at(&bytes, 0)
             .await
             .map_err(|e| CreateError::Write(Error::io("write", path, 0, e)))?;
         file.sync_data()
@@ -389,7 +435,7 @@ impl<F: Fs> Writer<F> {
             .sync_dir(&inner.dir)
             .await
             .map_err(|e| CreateError::Sync(Error::io("sync_dir", &inner.dir, 0, e)))?;
-        Ok(file)
+        Ok((file, bytes.len() as u64))
     }
 }
 

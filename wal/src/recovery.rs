@@ -78,13 +78,11 @@ pub(crate) async fn recover<F: Fs>(
     let entries = fs.read_dir(dir).await.map_err(|e| Error::io("read_dir", dir, 0, e))?;
     let mut sealed: Vec<(SegmentName, String)> = Vec::new();
     let mut active: Vec<(SegmentName, String)> = Vec::new();
-    let mut removed_any = false;
     for entry in entries {
         if entry.name.ends_with(TMP_SUFFIX) && !entry.is_dir {
             let path = dir.join(&entry.name);
             fs.remove_file(&path).await.map_err(|e| Error::io("remove", &path, 0, e))?;
             report.removed_files.push(entry.name);
-            removed_any = true;
             continue;
         }
         match SegmentName::parse(&entry.name) {
@@ -145,8 +143,7 @@ pub(crate) async fn recover<F: Fs>(
                 // valid frame: nothing in it was ever acknowledged.
                 fs.remove_file(&path).await.map_err(|e| Error::io("remove", &path, 0, e))?;
                 report.removed_files.push(file_name.clone());
-                removed_any = true;
-                if sealed.is_empty() {
+                    if sealed.is_empty() {
                     next_index = name.first();
                 }
             }
@@ -171,9 +168,10 @@ pub(crate) async fn recover<F: Fs>(
             }
         }
     }
-    if removed_any {
-        fs.sync_dir(dir).await.map_err(|e| Error::io("sync_dir", dir, 0, e))?;
-    }
+    // After a process crash, names (new segments, seals, removals) may exist
+    // only in the page cache; they are served from now on, so make them
+    // durable. One directory fsync per open; it needs no free space.
+    fs.sync_dir(dir).await.map_err(|e| Error::io("sync_dir", dir, 0, e))?;
     let first_index = segments.first().map_or(next_index, |s| s.first_index);
     info!(
         dir = %dir.display(),
@@ -307,7 +305,7 @@ async fn scan_active<F: Fs>(
         first,
     };
     let damage = loop {
-        match reader.next_header().await {
+        match reader.next_raw_header().await {
             Ok(f) => {
                 if let Err(reason) = scan.accept(f.offset, f.header) {
                     break Some((f.offset, reason));
@@ -365,8 +363,14 @@ impl Scan {
             return Err(format!("frame with index {} where {} was expected", h.index, self.batch_next));
         }
         let in_batch = self.batch_next != self.next;
-        if h.kind == FrameKind::Record && in_batch {
-            return Err("single record inside an unfinished batch".into());
+        if matches!(h.kind, FrameKind::Record | FrameKind::Padding) && in_batch {
+            return Err(format!("{:?} frame inside an unfinished batch", h.kind));
+        }
+        let end = offset + h.frame_len() as u64;
+        if h.kind == FrameKind::Padding {
+            // Padding holds no record; it completes on its own.
+            self.committed_end = end;
+            return Ok(());
         }
         if (h.index - self.first) % ACTIVE_SPARSE_STRIDE == 0 {
             self.batch_sparse.push((h.index, offset));
@@ -374,7 +378,7 @@ impl Scan {
         self.batch_next = h.index + 1;
         if h.kind.commits() {
             self.next = self.batch_next;
-            self.committed_end = offset + h.frame_len() as u64;
+            self.committed_end = end;
             self.sparse.append(&mut self.batch_sparse);
         }
         Ok(())

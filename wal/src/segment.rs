@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use simfs::{File, Fs, OpenOptions};
 
 use crate::codec::{
-    decode_frame, decode_frame_header, FrameError, FrameHeader, FrameSeed, SegmentHeader,
+    decode_frame, decode_frame_header, FrameError, FrameHeader, FrameKind, FrameSeed, SegmentHeader,
     FRAME_HEADER_BYTES, SEGMENT_HEADER_BYTES,
 };
 use crate::error::{Error, Result};
@@ -384,20 +384,34 @@ impl<Fl: File> FrameReader<Fl> {
         Ok(have)
     }
 
-    /// Reads and checks the next whole frame, returning its payload.
+    /// Reads and checks the next record frame (skipping padding), returning
+    /// its payload.
     pub(crate) async fn next_frame(&mut self) -> Result<ReadFrame, ReadStop> {
-        let (offset, header, total) = self.peek().await?;
-        let frame = &self.buf[self.pos..self.pos + total];
-        let payload = decode_frame(frame, self.seed)
-            .map_err(|error| ReadStop::Bad { offset, error })?
-            .1
-            .to_vec();
-        self.pos += total;
-        Ok(ReadFrame { offset, header, payload })
+        loop {
+            let (offset, header, total) = self.peek().await?;
+            let frame = &self.buf[self.pos..self.pos + total];
+            let payload = decode_frame(frame, self.seed).map_err(|error| ReadStop::Bad { offset, error })?.1;
+            let payload = if header.kind == FrameKind::Padding { Vec::new() } else { payload.to_vec() };
+            self.pos += total;
+            if header.kind != FrameKind::Padding {
+                return Ok(ReadFrame { offset, header, payload });
+            }
+        }
     }
 
-    /// Reads and checks the next whole frame without copying its payload.
+    /// Reads and checks the next record frame (skipping padding) without
+    /// copying its payload.
     pub(crate) async fn next_header(&mut self) -> Result<ReadHeader, ReadStop> {
+        loop {
+            let frame = self.next_raw_header().await?;
+            if frame.header.kind != FrameKind::Padding {
+                return Ok(frame);
+            }
+        }
+    }
+
+    /// Reads and checks the next frame of any kind, padding included.
+    pub(crate) async fn next_raw_header(&mut self) -> Result<ReadHeader, ReadStop> {
         let (offset, header, total) = self.peek().await?;
         let frame = &self.buf[self.pos..self.pos + total];
         decode_frame(frame, self.seed).map_err(|error| ReadStop::Bad { offset, error })?;

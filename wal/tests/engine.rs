@@ -11,9 +11,15 @@ use futures::executor::block_on;
 use simfs::{CrashKind, FaultConfig, File, Fs, OpenOptions, OsFs, SimConfig, SimFs};
 use wal::{Error, Options, RecoveryMode, SyncPolicy, Wal};
 
+/// No padding after fsyncs, so frame offsets are easy to compute:
+/// record `i` of the first segment starts at `64 + i * 88` for 50-byte payloads.
+fn unpadded() -> Options {
+    Options { durable_alignment_bytes: 8, ..Options::default() }
+}
+
 fn small_segments() -> Options {
     Options {
-        segment_size_bytes: 4096,
+        segment_size_bytes: 8192,
         ..Options::default()
     }
 }
@@ -241,7 +247,7 @@ async fn corrupt(fs: &SimFs, name: &str, offset: u64) {
 fn mid_log_corruption_in_active_segment_is_an_error_not_a_cut() {
     block_on(async {
         let fs = SimFs::new(8);
-        let wal = open(&fs, Options::default()).await.unwrap();
+        let wal = open(&fs, unpadded()).await.unwrap();
         for i in 0..10 {
             wal.append(payload(i, 50)).await.unwrap();
         }
@@ -249,12 +255,12 @@ fn mid_log_corruption_in_active_segment_is_an_error_not_a_cut() {
         drop(wal);
         // Damage record 2's payload: records 3.. were written after it was durable.
         corrupt(&fs, &name, 64 + 2 * 88 + 40).await;
-        match open(&fs, Options::default()).await {
+        match open(&fs, unpadded()).await {
             Err(Error::Corruption { offset, .. }) => assert_eq!(offset, 64 + 2 * 88),
             other => panic!("expected corruption, got {:?}", other.map(|_| ())),
         }
         // Point-in-time recovery accepts the loss and cuts at the damage.
-        let opts = Options { recovery_mode: RecoveryMode::PointInTime, ..Options::default() };
+        let opts = Options { recovery_mode: RecoveryMode::PointInTime, ..unpadded() };
         let wal = open(&fs, opts).await.unwrap();
         assert_eq!(wal.next_index(), 2);
     });
@@ -264,16 +270,16 @@ fn mid_log_corruption_in_active_segment_is_an_error_not_a_cut() {
 fn damage_in_last_record_is_a_torn_tail_unless_absolute_consistency() {
     block_on(async {
         let fs = SimFs::new(9);
-        let wal = open(&fs, Options::default()).await.unwrap();
+        let wal = open(&fs, unpadded()).await.unwrap();
         for i in 0..3 {
             wal.append(payload(i, 50)).await.unwrap();
         }
         let name = wal.segment_files()[0].0.clone();
         drop(wal);
         corrupt(&fs, &name, 64 + 2 * 88 + 40).await;
-        let strict = Options { recovery_mode: RecoveryMode::AbsoluteConsistency, ..Options::default() };
+        let strict = Options { recovery_mode: RecoveryMode::AbsoluteConsistency, ..unpadded() };
         assert!(matches!(open(&fs, strict).await, Err(Error::Corruption { .. })));
-        let wal = open(&fs, Options::default()).await.unwrap();
+        let wal = open(&fs, unpadded()).await.unwrap();
         assert_eq!(wal.next_index(), 2);
         assert_eq!(wal.recovery_report().torn_bytes_cut, 88);
     });
@@ -283,7 +289,7 @@ fn damage_in_last_record_is_a_torn_tail_unless_absolute_consistency() {
 fn corrupt_sealed_segment_is_reported_on_read() {
     block_on(async {
         let fs = SimFs::new(10);
-        let opts = Options { segment_max_records: 5, ..Options::default() };
+        let opts = Options { segment_max_records: 5, ..unpadded() };
         let wal = open(&fs, opts.clone()).await.unwrap();
         for i in 0..12 {
             wal.append(payload(i, 50)).await.unwrap();
@@ -507,5 +513,28 @@ fn large_and_empty_records() {
         let wal = open(&fs, opts).await.unwrap();
         let log = collect(&wal).await.unwrap();
         assert_eq!(log.iter().map(|r| r.1.len()).collect::<Vec<_>>(), vec![0, 1 << 20, 0]);
+    });
+}
+
+#[test]
+fn synced_groups_end_on_the_alignment() {
+    block_on(async {
+        let fs = SimFs::new(21);
+        let wal = open(&fs, Options::default()).await.unwrap();
+        for i in 0..3 {
+            wal.append(payload(i, 50)).await.unwrap();
+        }
+        let name = wal.segment_files()[0].0.clone();
+        let content = fs.durable_content(&dir().join(&name)).unwrap();
+        // Header + padding, then one aligned block per synced append.
+        assert_eq!(content.len(), 4 * 4096);
+        for i in 0..3u64 {
+            let at = 4096 * (i as usize + 1);
+            assert_eq!(&content[at + 8..at + 16], &i.to_le_bytes());
+        }
+        drop(wal);
+        fs.crash(CrashKind::PowerLoss);
+        let wal = open(&fs, Options::default()).await.unwrap();
+        assert_eq!(collect(&wal).await.unwrap().len(), 3);
     });
 }
