@@ -196,6 +196,8 @@ pub trait Fs: Send + Sync + 'static {
 /// An open file. Dropping it closes it, which is not a sync.
 ///
 /// All I/O is positional, so one handle can be shared by concurrent readers.
+// `len` is the file's length, not a collection's: an `is_empty` would be noise.
+#[allow(clippy::len_without_is_empty)]
 #[async_trait]
 pub trait File: Send + Sync + 'static {
     /// Reads up to `buf.len()` bytes at `offset` from the live (page-cache)

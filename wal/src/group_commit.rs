@@ -123,7 +123,7 @@ impl<F: Fs> Writer<F> {
                 let cause = Error::AppendFailed { cause: Box::new(cause) };
                 let queued = {
                     let mut st = inner.state();
-                    st.next_index = first;
+                    st.admit_next = first;
                     st.queued_bytes = 0;
                     st.queue.drain(..).collect::<Vec<_>>()
                 };

@@ -30,8 +30,11 @@ use crate::wal::Inner;
 pub struct WalIter<F: Fs> {
     inner: Arc<Inner<F>>,
     next: u64,
-    reader: Option<(Arc<Segment<F>>, FrameReader<F::File>)>,
+    reader: Option<SegmentReader<F>>,
 }
+
+/// The segment being read and the reader positioned in it.
+type SegmentReader<F> = (Arc<Segment<F>>, FrameReader<<F as Fs>::File>);
 
 impl<F: Fs> WalIter<F> {
     pub(crate) fn new(inner: Arc<Inner<F>>, next: u64) -> Self {

@@ -62,7 +62,7 @@ pub(crate) struct State<F: Fs> {
     pub stopped: Option<Error>,
     pub closed: bool,
     /// The index the next admitted append gets.
-    pub next_index: u64,
+    pub admit_next: u64,
     /// Admitted appends not yet written, in index order.
     pub queue: VecDeque<Request>,
     pub queued_bytes: usize,
@@ -199,7 +199,7 @@ impl<F: Fs> Wal<F> {
         let state = State {
             stopped: None,
             closed: false,
-            next_index: rec.next_index,
+            admit_next: rec.next_index,
             queue: VecDeque::new(),
             queued_bytes: 0,
             readable_next: rec.next_index,
@@ -434,9 +434,9 @@ impl<F: Fs> Inner<F> {
         let mut st = self.state();
         st.check_usable()?;
         if let Some(index) = at {
-            if index != st.next_index {
+            if index != st.admit_next {
                 return Err(Error::WrongIndex {
-                    expected: st.next_index,
+                    expected: st.admit_next,
                     got: index,
                 });
             }
@@ -446,8 +446,8 @@ impl<F: Fs> Inner<F> {
         if full {
             return Ok(None);
         }
-        let first = st.next_index;
-        st.next_index = first
+        let first = st.admit_next;
+        st.admit_next = first
             .checked_add(records.len() as u64)
             .filter(|&n| n < u64::MAX)
             .ok_or_else(|| Error::InvalidArgument("the u64 index space is exhausted".into()))?;

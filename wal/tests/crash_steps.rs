@@ -37,10 +37,8 @@ async fn workload(wal: &Wal<SimFs>, manual: bool) -> (u64, u64) {
         if res.is_err() {
             return (acked, attempted);
         }
-        if manual {
-            if wal.sync().await.is_err() {
-                return (acked, attempted);
-            }
+        if manual && wal.sync().await.is_err() {
+            return (acked, attempted);
         }
         acked = attempted;
         if (round == 3 || round == 7) && wal.rotate().await.is_err() {

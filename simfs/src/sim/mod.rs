@@ -1,97 +1,427 @@
 //! [`SimFs`]: a deterministic in-memory filesystem with a durable/volatile
-//! model and seeded fault injection. (API contract: bodies to be written.)
+//! model and seeded fault injection.
+//!
+//! Layout:
+//! * [`config`]: profiles, fault probabilities, clock, fault kinds and counters;
+//! * `state`: inodes (files with durable and volatile [`image`]s, directories
+//!   with durable and volatile entries), pending directory operations,
+//!   handles, locks, reachability;
+//! * `ops`: the semantics of each operation, with fault injection;
+//! * `durability`: syncs, writeback and the faults of data reaching the medium;
+//! * `crash`: process crash and power loss;
+//! * `trace`: the event ring and its hash;
+//! * `madsim_clock` (feature `madsim`): simulated time from madsim.
 
 pub mod config;
+mod crash;
+mod durability;
+mod errors;
+mod image;
+#[cfg(feature = "madsim")]
+mod madsim_clock;
+mod ops;
+mod state;
+#[cfg(test)]
+mod tests;
+mod trace;
 
+use std::fmt;
 use std::io;
 use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 
 use crate::fs::{DirEntry, File, Fs, Metadata, OpenOptions};
 use config::{CrashKind, FaultConfig, FaultCounters, SimConfig};
+#[cfg(feature = "madsim")]
+pub use madsim_clock::MadsimClock;
+use ops::Ctx;
+use state::{State, View};
+pub use trace::TraceEvent;
 
-/// One recorded operation of [`SimFs`], from [`SimFs::trace`].
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct TraceEvent {
-    /// Position of the event in the whole run (0-based, never reset).
-    pub seq: u64,
-    /// Simulated time from the [`config::SimClock`], in nanoseconds.
-    pub time_ns: u64,
-    /// The operation, e.g. `"write"`, `"sync_data"`, `"rename"`, `"power_loss"`.
-    pub op: &'static str,
-    /// The inode involved, if any.
-    pub ino: Option<u64>,
-    /// The path involved, if any (the first path for a rename).
-    pub path: Option<String>,
-    /// Offset for reads and writes, new length for set_len/allocate.
-    pub offset: u64,
-    /// Length for reads and writes.
-    pub len: u64,
-    /// `"ok"`, `"ok:<n>"` for a byte count, or the error's kind.
-    pub result: String,
-    /// The fault injected into this operation, if any.
-    pub fault: Option<config::FaultKind>,
+/// Locks the state, recovering from a poisoned mutex (the state is always
+/// left consistent between statements that could panic, and nothing panics).
+fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    state.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// A deterministic simulated filesystem. Cheap to clone (shared state).
+///
+/// One seed decides every fault, every torn write and every lost directory
+/// entry: the same seed and the same sequence of calls give the same results
+/// and the same [`SimFs::trace_hash`].
+///
+/// ```
+/// use simfs::{CrashKind, File, Fs, OpenOptions, SimFs};
+/// use std::path::Path;
+///
+/// futures::executor::block_on(async {
+///     let fs = SimFs::new(7);
+///     let f = fs.open(Path::new("/a"), OpenOptions::new().write(true).create(true)).await?;
+///     f.write_all_at(b"unsynced", 0).await?;
+///     fs.crash(CrashKind::PowerLoss);
+///     // Neither the data nor the name was synced: the file is gone.
+///     assert!(!fs.exists(Path::new("/a")).await?);
+///     // The old handle belongs to a dead process.
+///     assert!(f.len().await.is_err());
+///     Ok::<_, std::io::Error>(())
+/// }).unwrap();
+/// ```
 #[derive(Clone)]
-pub struct SimFs {}
+pub struct SimFs {
+    state: Arc<Mutex<State>>,
+}
 
-/// An open file of [`SimFs`].
-pub struct SimFile {}
+/// An open file of [`SimFs`]. It follows its inode, so it keeps working after
+/// the file is renamed or removed; after a crash every call fails.
+pub struct SimFile {
+    state: Arc<Mutex<State>>,
+    id: u64,
+    ino: u64,
+    generation: u64,
+}
 
-/// A held directory lock of [`SimFs`].
-pub struct SimDirLock {}
+/// A held directory lock of [`SimFs`], released when dropped or when the
+/// simulated process crashes.
+pub struct SimDirLock {
+    state: Arc<Mutex<State>>,
+    id: u64,
+    ino: u64,
+    generation: u64,
+}
+
+impl fmt::Debug for SimFs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let st = lock(&self.state);
+        f.debug_struct("SimFs")
+            .field("seed", &st.seed)
+            .field("generation", &st.generation)
+            .field("inodes", &st.inodes.len())
+            .finish()
+    }
+}
+
+impl fmt::Debug for SimFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SimFile")
+            .field("ino", &self.ino)
+            .field("generation", &self.generation)
+            .finish()
+    }
+}
+
+impl fmt::Debug for SimDirLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SimDirLock")
+            .field("ino", &self.ino)
+            .field("generation", &self.generation)
+            .finish()
+    }
+}
 
 impl SimFs {
     /// A filesystem with the default (pessimistic POSIX) profile and no faults.
     pub fn new(seed: u64) -> SimFs {
         Self::with_config(seed, SimConfig::default())
     }
+
     /// A filesystem with a configuration.
-    pub fn with_config(_seed: u64, _config: SimConfig) -> SimFs {
-        todo!()
+    pub fn with_config(seed: u64, config: SimConfig) -> SimFs {
+        SimFs {
+            state: Arc::new(Mutex::new(State::new(seed, config))),
+        }
     }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        lock(&self.state)
+    }
+
     /// Replaces the fault probabilities (e.g. `FaultConfig::none()` for a heal phase).
-    pub fn set_faults(&self, _faults: FaultConfig) {
-        todo!()
+    pub fn set_faults(&self, faults: FaultConfig) {
+        let mut st = self.lock();
+        st.faults = faults;
+        let now = st.clock.now_ns();
+        st.trace
+            .record(now, "set_faults", None, None, 0, 0, "ok".into(), None);
     }
+
     /// The current fault probabilities.
     pub fn faults(&self) -> FaultConfig {
-        todo!()
+        self.lock().faults
     }
+
     /// Sets or removes the capacity limit at run time (disk-full episodes).
-    pub fn set_capacity(&self, _capacity_bytes: Option<u64>) {
-        todo!()
+    /// Shrinking it below [`SimFs::used_bytes`] loses nothing; writes that
+    /// grow a file fail until space is freed.
+    pub fn set_capacity(&self, capacity_bytes: Option<u64>) {
+        let mut st = self.lock();
+        st.capacity = capacity_bytes;
+        let now = st.clock.now_ns();
+        let cap = capacity_bytes.unwrap_or(u64::MAX);
+        st.trace
+            .record(now, "set_capacity", None, None, cap, 0, "ok".into(), None);
     }
-    /// Bytes currently used (live view).
+
+    /// Bytes currently used (live view): the length of every file reachable
+    /// by name or held open by a handle of the current process.
     pub fn used_bytes(&self) -> u64 {
-        todo!()
+        self.lock().used_bytes()
     }
+
     /// Crashes the simulated machine. Every handle and lock taken before
     /// returns an error from then on (a dead process's descriptors).
-    pub fn crash(&self, _kind: CrashKind) {
-        todo!()
+    pub fn crash(&self, kind: CrashKind) {
+        self.lock().crash(kind);
     }
-    /// Durable content of the file at `path` (by durable directory entries).
-    pub fn durable_content(&self, _path: &Path) -> Option<Vec<u8>> {
-        todo!()
+
+    /// Durable content of the file at `path` (by durable directory entries):
+    /// what a power loss that keeps no in-flight write would reveal.
+    pub fn durable_content(&self, path: &Path) -> Option<Vec<u8>> {
+        self.content(path, View::Durable)
     }
+
     /// Live (page-cache) content of the file at `path`.
-    pub fn volatile_content(&self, _path: &Path) -> Option<Vec<u8>> {
-        todo!()
+    pub fn volatile_content(&self, path: &Path) -> Option<Vec<u8>> {
+        self.content(path, View::Live)
     }
+
+    fn content(&self, path: &Path, view: View) -> Option<Vec<u8>> {
+        let st = self.lock();
+        let comps = State::components(path).ok()?;
+        let ino = st.resolve(&comps, view).ok()?;
+        let f = st.file(ino)?;
+        Some(match view {
+            View::Durable => f.dur.to_vec(st.unit),
+            View::Live => f.vol.to_vec(st.unit),
+        })
+    }
+
     /// Per-kind counts of every fault injected so far.
     pub fn counters(&self) -> FaultCounters {
-        todo!()
+        self.lock().counters
     }
+
     /// The last `trace_capacity` events.
     pub fn trace(&self) -> Vec<TraceEvent> {
-        todo!()
+        self.lock().trace.events()
     }
+
     /// A hash of every event so far (including dropped ones).
     pub fn trace_hash(&self) -> u64 {
-        todo!()
+        self.lock().trace.hash()
+    }
+
+    /// The seed this filesystem was created with.
+    pub fn seed(&self) -> u64 {
+        self.lock().seed
+    }
+
+    /// Waits out the latency of one operation of the current process and
+    /// returns its generation. A crash during the wait kills the operation.
+    async fn begin(&self) -> u64 {
+        begin(&self.state, None).await
+    }
+
+    async fn fs_op<T: ops::Outcome>(
+        &self,
+        op: &'static str,
+        path: &Path,
+        f: impl FnOnce(&mut State, &mut Ctx, &state::Components) -> io::Result<T>,
+    ) -> io::Result<T> {
+        let generation = self.begin().await;
+        let mut st = self.lock();
+        let mut ctx = Ctx::new(op);
+        ctx.path = Some(path.to_string_lossy().into_owned());
+        st.run(generation, ctx, |st, ctx| {
+            let comps = State::components(path)?;
+            f(st, ctx, &comps)
+        })
+    }
+}
+
+/// Draws an operation's latency (unless the caller's handle is already
+/// stale) and sleeps it, outside the lock.
+async fn begin(state: &Mutex<State>, handle_generation: Option<u64>) -> u64 {
+    let (generation, latency, clock) = {
+        let mut st = lock(state);
+        let generation = handle_generation.unwrap_or(st.generation);
+        let latency = if generation == st.generation {
+            st.draw_latency()
+        } else {
+            None
+        };
+        (generation, latency, st.clock.clone())
+    };
+    if let Some(d) = latency {
+        clock.sleep(d).await;
+    }
+    generation
+}
+
+#[async_trait]
+impl Fs for SimFs {
+    type File = SimFile;
+    type DirLock = SimDirLock;
+
+    async fn open(&self, path: &Path, options: OpenOptions) -> io::Result<SimFile> {
+        let generation = self.begin().await;
+        let opened = {
+            let mut st = self.lock();
+            let mut ctx = Ctx::new("open");
+            ctx.path = Some(path.to_string_lossy().into_owned());
+            st.run(generation, ctx, |st, ctx| {
+                let comps = State::components(path)?;
+                st.op_open(ctx, &comps, options)
+            })?
+        };
+        Ok(SimFile {
+            state: self.state.clone(),
+            id: opened.id,
+            ino: opened.ino,
+            generation,
+        })
+    }
+
+    async fn create_dir_all(&self, path: &Path) -> io::Result<()> {
+        self.fs_op("create_dir_all", path, |st, ctx, c| {
+            st.op_create_dir_all(ctx, c)
+        })
+        .await
+    }
+
+    async fn read_dir(&self, path: &Path) -> io::Result<Vec<DirEntry>> {
+        self.fs_op("read_dir", path, |st, ctx, c| st.op_read_dir(ctx, c))
+            .await
+    }
+
+    async fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.fs_op("rename", from, |st, ctx, c| {
+            let to = State::components(to)?;
+            st.op_rename(ctx, c, &to)
+        })
+        .await
+    }
+
+    async fn remove_file(&self, path: &Path) -> io::Result<()> {
+        self.fs_op("remove_file", path, |st, ctx, c| st.op_remove_file(ctx, c))
+            .await
+    }
+
+    async fn sync_dir(&self, path: &Path) -> io::Result<()> {
+        self.fs_op("sync_dir", path, |st, ctx, c| st.op_sync_dir(ctx, c))
+            .await
+    }
+
+    async fn lock_dir(&self, path: &Path) -> io::Result<SimDirLock> {
+        let generation = self.begin().await;
+        let locked = {
+            let mut st = self.lock();
+            let mut ctx = Ctx::new("lock_dir");
+            ctx.path = Some(path.to_string_lossy().into_owned());
+            st.run(generation, ctx, |st, ctx| {
+                let comps = State::components(path)?;
+                st.op_lock_dir(ctx, &comps)
+            })?
+        };
+        Ok(SimDirLock {
+            state: self.state.clone(),
+            id: locked.id,
+            ino: locked.ino,
+            generation,
+        })
+    }
+
+    async fn metadata(&self, path: &Path) -> io::Result<Metadata> {
+        self.fs_op("metadata", path, |st, ctx, c| st.op_metadata(ctx, c))
+            .await
+    }
+}
+
+impl SimFile {
+    async fn file_op<T: ops::Outcome>(
+        &self,
+        ctx: Ctx,
+        f: impl FnOnce(&mut State, &mut Ctx) -> io::Result<T>,
+    ) -> io::Result<T> {
+        let generation = begin(&self.state, Some(self.generation)).await;
+        let mut st = lock(&self.state);
+        st.run(generation, ctx.ino(self.ino), f)
+    }
+}
+
+#[async_trait]
+impl File for SimFile {
+    async fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let id = self.id;
+        let ctx = Ctx::new("read").at(offset, buf.len() as u64);
+        self.file_op(ctx, |st, ctx| st.op_read(ctx, id, buf, offset))
+            .await
+    }
+
+    async fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
+        let id = self.id;
+        let ctx = Ctx::new("write").at(offset, buf.len() as u64);
+        self.file_op(ctx, |st, ctx| st.op_write(ctx, id, buf, offset))
+            .await
+    }
+
+    async fn set_len(&self, len: u64) -> io::Result<()> {
+        let id = self.id;
+        let ctx = Ctx::new("set_len").at(len, 0);
+        self.file_op(ctx, |st, ctx| st.op_set_len(ctx, id, len))
+            .await
+    }
+
+    async fn allocate(&self, len: u64) -> io::Result<()> {
+        let id = self.id;
+        let ctx = Ctx::new("allocate").at(len, 0);
+        self.file_op(ctx, |st, ctx| st.op_allocate(ctx, id, len))
+            .await
+    }
+
+    async fn sync_data(&self) -> io::Result<()> {
+        let id = self.id;
+        self.file_op(Ctx::new("sync_data"), |st, ctx| st.op_sync(ctx, id))
+            .await
+    }
+
+    async fn sync_all(&self) -> io::Result<()> {
+        let id = self.id;
+        self.file_op(Ctx::new("sync_all"), |st, ctx| st.op_sync(ctx, id))
+            .await
+    }
+
+    async fn len(&self) -> io::Result<u64> {
+        let id = self.id;
+        self.file_op(Ctx::new("len"), |st, ctx| st.op_len(ctx, id))
+            .await
+    }
+}
+
+impl Drop for SimFile {
+    fn drop(&mut self) {
+        let mut st = lock(&self.state);
+        if st.generation != self.generation {
+            return;
+        }
+        st.handles.remove(&self.id);
+        let now = st.clock.now_ns();
+        st.trace
+            .record(now, "close", Some(self.ino), None, 0, 0, "ok".into(), None);
+        st.gc();
+    }
+}
+
+impl Drop for SimDirLock {
+    fn drop(&mut self) {
+        let mut st = lock(&self.state);
+        if st.generation != self.generation || st.locks.get(&self.ino) != Some(&self.id) {
+            return;
+        }
+        st.locks.remove(&self.ino);
+        let now = st.clock.now_ns();
+        st.trace
+            .record(now, "unlock", Some(self.ino), None, 0, 0, "ok".into(), None);
     }
 }

@@ -1,0 +1,269 @@
+//! How data and directory entries become durable: `sync_data`/`sync_all`
+//! (with failed and lying syncs per [`SyncFailureProfile`]), `sync_dir`, and
+//! background writeback; plus the faults that strike data as it reaches the
+//! medium (misdirected writes, latent sector errors, bit rot).
+
+use std::io;
+
+use rand::Rng;
+
+use super::config::{FaultKind, SyncFailureProfile};
+use super::errors;
+use super::ops::Ctx;
+use super::state::{Components, State, View, SECTOR};
+
+impl State {
+    /// Background writeback: with probability `faults.writeback`, one dirty
+    /// page of some file (seeded choice) becomes durable.
+    pub(crate) fn writeback_tick(&mut self) {
+        let p = self.faults.writeback;
+        if !self.roll(p) {
+            return;
+        }
+        let candidates: Vec<u64> = self
+            .inodes
+            .iter()
+            .filter_map(|(ino, n)| match n {
+                super::state::Inode::File(f) if !f.dirty.is_empty() => Some(*ino),
+                _ => None,
+            })
+            .collect();
+        if candidates.is_empty() {
+            return;
+        }
+        let pick = self.below(candidates.len() as u64) as usize;
+        let ino = candidates[pick];
+        let unit = self.unit;
+        let Some(ndirty) = self.file(ino).map(|f| f.dirty.len() as u64) else {
+            return;
+        };
+        let k = self.below(ndirty) as usize;
+        let Some(page) = self.file(ino).and_then(|f| f.dirty.iter().nth(k).copied()) else {
+            return;
+        };
+        if let Some(f) = self.file_mut(ino) {
+            f.dirty.remove(&page);
+            let end = f.vol.len.min((page + 1) * unit);
+            if end > f.dur.len {
+                f.dur.set_len(unit, end);
+            }
+        }
+        self.fault_event(
+            FaultKind::Writeback,
+            "writeback",
+            Some(ino),
+            page * unit,
+            unit,
+        );
+        self.persist_page(ino, page);
+        self.after_durable(ino, &[page]);
+    }
+
+    /// Copies one volatile page to the durable image (or, on a misdirected
+    /// write, to another page of it).
+    fn persist_page(&mut self, ino: u64, page: u64) {
+        let unit = self.unit;
+        let p = self.faults.misdirected_write;
+        let pages = self.file(ino).map_or(0, |f| f.dur.len.div_ceil(unit));
+        let mut target = page;
+        if pages > 1 && self.roll(p) {
+            let mut q = self.below(pages - 1);
+            if q >= page {
+                q += 1;
+            }
+            target = q;
+            self.fault_event(
+                FaultKind::MisdirectedWrite,
+                "misdirected_write",
+                Some(ino),
+                page * unit,
+                q * unit,
+            );
+        }
+        if let Some(f) = self.file_mut(ino) {
+            let src = f.vol.page(page).map(|s| s.to_vec());
+            f.dur.put_page(unit, target, src.as_deref());
+        }
+    }
+
+    /// Faults that strike data as it becomes durable: a latent sector error
+    /// and a bit flip, each with its probability, at a seeded sector of the
+    /// pages just persisted.
+    fn after_durable(&mut self, ino: u64, pages: &[u64]) {
+        if pages.is_empty() {
+            return;
+        }
+        let unit = self.unit;
+        let faults = self.faults;
+        for kind in [FaultKind::LatentSectorError, FaultKind::BitRot] {
+            let p = match kind {
+                FaultKind::LatentSectorError => faults.latent_sector_error,
+                _ => faults.bit_rot,
+            };
+            if !self.roll(p) {
+                continue;
+            }
+            let page = pages[self.below(pages.len() as u64) as usize];
+            let dur_len = self.file(ino).map_or(0, |f| f.dur.len);
+            let start = page * unit;
+            if start >= dur_len {
+                continue;
+            }
+            let end = dur_len.min(start + unit);
+            match kind {
+                FaultKind::LatentSectorError => {
+                    let first = start / SECTOR;
+                    let n = (end - 1) / SECTOR - first + 1;
+                    let sector = first + self.below(n);
+                    if let Some(f) = self.file_mut(ino) {
+                        f.bad_sectors.insert(sector);
+                    }
+                    self.fault_event(
+                        kind,
+                        "latent_sector_error",
+                        Some(ino),
+                        sector * SECTOR,
+                        SECTOR,
+                    );
+                }
+                _ => {
+                    let byte = start + self.below(end - start);
+                    let bit = self.below(8) as u8;
+                    if let Some(f) = self.file_mut(ino) {
+                        let pg = f.dur.page_mut(unit, byte / unit);
+                        pg[(byte % unit) as usize] ^= 1 << bit;
+                    }
+                    self.fault_event(kind, "bit_rot", Some(ino), byte, u64::from(bit));
+                }
+            }
+        }
+    }
+
+    /// `sync_data`/`sync_all` of inode `ino` through handle `id`.
+    pub(crate) fn sync_file(&mut self, ctx: &mut Ctx, id: u64, ino: u64) -> io::Result<()> {
+        let faults = self.faults;
+        let unit = self.unit;
+        if self.roll(faults.sync_fail) {
+            self.inject(ctx, FaultKind::SyncFail);
+            let profile = self.profile;
+            let Some(f) = self.file_mut(ino) else {
+                return Err(errors::eio());
+            };
+            match profile {
+                SyncFailureProfile::Ext4Ordered => {
+                    // Pages marked clean, new bytes stay in memory only.
+                    f.dirty.clear();
+                    f.errseq += 1;
+                    let seq = f.errseq;
+                    self.mark_seen(id, seq);
+                    return Err(errors::eio());
+                }
+                SyncFailureProfile::Ext4DataJournal => {
+                    f.dirty.clear();
+                    f.late_error = true;
+                    return Ok(());
+                }
+                SyncFailureProfile::Btrfs => {
+                    f.vol = f.dur.clone();
+                    f.dirty.clear();
+                    f.errseq += 1;
+                    let seq = f.errseq;
+                    self.mark_seen(id, seq);
+                    return Err(errors::eio());
+                }
+            }
+        }
+        if self.roll(faults.lying_sync) {
+            self.inject(ctx, FaultKind::LyingSync);
+            return Ok(());
+        }
+        // Persist every dirty page and the length.
+        let Some(f) = self.file_mut(ino) else {
+            return Err(errors::stale());
+        };
+        let pages: Vec<u64> = std::mem::take(&mut f.dirty).into_iter().collect();
+        let vol_len = f.vol.len;
+        if vol_len > f.dur.len {
+            f.dur.set_len(unit, vol_len);
+        }
+        for &p in &pages {
+            self.persist_page(ino, p);
+        }
+        if let Some(f) = self.file_mut(ino) {
+            f.dur.set_len(unit, vol_len);
+        }
+        self.after_durable(ino, &pages);
+        // Report an error not yet seen by this handle (errseq), or the one a
+        // data=journal failure deferred.
+        let Some(f) = self.file_mut(ino) else {
+            return Ok(());
+        };
+        if f.late_error {
+            f.late_error = false;
+            f.errseq += 1;
+            let seq = f.errseq;
+            ctx.fault.get_or_insert(FaultKind::SyncFail);
+            self.mark_seen(id, seq);
+            return Err(errors::eio());
+        }
+        let seq = f.errseq;
+        if self.handles.get(&id).is_some_and(|h| h.seen_errseq < seq) {
+            ctx.fault.get_or_insert(FaultKind::SyncFail);
+            self.mark_seen(id, seq);
+            return Err(errors::eio());
+        }
+        Ok(())
+    }
+
+    fn mark_seen(&mut self, id: u64, seq: u64) {
+        if let Some(h) = self.handles.get_mut(&id) {
+            h.seen_errseq = seq;
+        }
+    }
+
+    /// `sync_dir`: makes the directory's pending operations durable. An
+    /// operation spanning two directories (a rename between them) becomes
+    /// durable, in both, once both have been synced.
+    pub(crate) fn op_sync_dir(&mut self, ctx: &mut Ctx, comps: &Components) -> io::Result<()> {
+        let dir = self.resolve(comps, View::Live)?;
+        ctx.ino = Some(dir);
+        let Some(d) = self.dir(dir) else {
+            return Err(errors::not_dir());
+        };
+        let pending = d.pending.clone();
+        let faults = self.faults;
+        if self.roll(faults.sync_fail) {
+            self.inject(ctx, FaultKind::SyncFail);
+            return Err(errors::eio());
+        }
+        if self.roll(faults.lying_sync) {
+            self.inject(ctx, FaultKind::LyingSync);
+            return Ok(());
+        }
+        for id in pending {
+            let ready = match self.ops.get_mut(&id) {
+                Some(op) => {
+                    op.synced.insert(dir);
+                    op.synced.is_superset(&op.dirs)
+                }
+                None => false,
+            };
+            if ready {
+                if let Some(op) = self.ops.get(&id) {
+                    let parts = op.parts.clone();
+                    for (d, c) in &parts {
+                        self.apply_durable(*d, c);
+                    }
+                }
+                self.forget_op(id);
+            }
+        }
+        self.gc();
+        Ok(())
+    }
+
+    /// Fills `buf` with seeded garbage.
+    pub(crate) fn garbage(&mut self, buf: &mut [u8]) {
+        self.rng.fill(buf);
+    }
+}
