@@ -118,10 +118,7 @@ impl SegmentHeader {
         let stored_crc = le_u32(&b[60..64]);
         let header_len = le_u32(&b[12..16]);
         let reserved_zero = b[36..60].iter().all(|&x| x == 0);
-        if stored_crc != crc32fast::hash(&b[0..60])
-            || header_len != SEGMENT_HEADER_BYTES as u32
-            || !reserved_zero
-        {
+        if stored_crc != crc32fast::hash(&b[0..60]) || header_len != SEGMENT_HEADER_BYTES as u32 || !reserved_zero {
             return Err(HeaderError::BadChecksum);
         }
         Ok(SegmentHeader {
@@ -358,14 +355,8 @@ mod tests {
 
     #[test]
     fn zero_header_is_unwritten() {
-        assert_eq!(
-            decode_frame(&[0u8; 64], seed()),
-            Err(FrameError::Unwritten)
-        );
-        assert_eq!(
-            SegmentHeader::decode(&[0u8; 64]),
-            Err(HeaderError::Unwritten)
-        );
+        assert_eq!(decode_frame(&[0u8; 64], seed()), Err(FrameError::Unwritten));
+        assert_eq!(SegmentHeader::decode(&[0u8; 64]), Err(HeaderError::Unwritten));
     }
 
     #[test]

@@ -68,7 +68,9 @@ pub enum Error {
         max: usize,
     },
     /// A batch has more records or bytes than the limits allow.
-    #[error("batch of {records} records and {bytes} bytes exceeds the limit of {max_records} records or {max_bytes} bytes")]
+    #[error(
+        "batch of {records} records and {bytes} bytes exceeds the limit of {max_records} records or {max_bytes} bytes"
+    )]
     BatchTooLarge {
         /// Records in the batch.
         records: usize,

@@ -82,7 +82,12 @@ impl<F: Fs> Writer<F> {
             ));
             return;
         }
-        if let SyncPolicy::Batched { max_delay_us, max_records, sleeper } = &inner.opts.sync_policy {
+        if let SyncPolicy::Batched {
+            max_delay_us,
+            max_records,
+            sleeper,
+        } = &inner.opts.sync_policy
+        {
             let queued = inner.state().queue.len();
             if queued > 0 && queued < *max_records {
                 sleeper.sleep(Duration::from_micros(*max_delay_us)).await;
@@ -111,7 +116,9 @@ impl<F: Fs> Writer<F> {
             }
             (group, st.durable_next)
         };
-        let Some(first) = group.first().map(|r| r.first_index) else { return };
+        let Some(first) = group.first().map(|r| r.first_index) else {
+            return;
+        };
         self.in_progress = true;
         let outcome = self.write_group(inner, &group, durable_next).await;
         self.in_progress = false;
@@ -235,7 +242,10 @@ impl<F: Fs> Writer<F> {
             m.sparse.extend(sparse);
         }
         let mut st = inner.state();
-        debug_assert_eq!(st.readable_next, group[0].first_index, "groups are published in index order");
+        debug_assert_eq!(
+            st.readable_next, group[0].first_index,
+            "groups are published in index order"
+        );
         st.readable_next = next;
         if synced {
             st.durable_next = next;
@@ -246,7 +256,13 @@ impl<F: Fs> Writer<F> {
         st.stats.payload_bytes += group.iter().map(|r| r.bytes as u64).sum::<u64>();
         st.stats.bytes_written += written;
         st.stats.writes += 1;
-        debug!(first = group[0].first_index, next, bytes = written, synced, "group committed");
+        debug!(
+            first = group[0].first_index,
+            next,
+            bytes = written,
+            synced,
+            "group committed"
+        );
         Ok(())
     }
 
@@ -260,7 +276,9 @@ impl<F: Fs> Writer<F> {
         if durable >= readable {
             return Ok(());
         }
-        let Some(active) = self.active.as_mut() else { return Ok(()) };
+        let Some(active) = self.active.as_mut() else {
+            return Ok(());
+        };
         let path = active.seg.path();
         // Pad to the alignment so the next write never touches a sector that
         // will hold acknowledged data.
@@ -308,11 +326,18 @@ impl<F: Fs> Writer<F> {
     async fn seal(&mut self, inner: &Inner<F>) -> Result<(), GroupError> {
         let Some(active) = &self.active else { return Ok(()) };
         let seg = active.seg.clone();
-        let Some(last) = seg.meta().last_index else { return Ok(()) };
+        let Some(last) = seg.meta().last_index else {
+            return Ok(());
+        };
         let from = seg.path();
-        let to = inner
-            .dir
-            .join(SegmentName::Sealed { first: seg.first_index, last, id: seg.id }.file_name());
+        let to = inner.dir.join(
+            SegmentName::Sealed {
+                first: seg.first_index,
+                last,
+                id: seg.id,
+            }
+            .file_name(),
+        );
         let (readable, durable) = {
             let st = inner.state();
             (st.readable_next, st.durable_next)
@@ -411,7 +436,13 @@ impl<F: Fs> Writer<F> {
     /// Creates the file with its header (and padding up to the alignment),
     /// durable with its directory entry. Returns the file and where the first
     /// frame goes.
-    async fn create_file(&self, inner: &Inner<F>, path: &PathBuf, id: u64, first: u64) -> Result<(F::File, u64), CreateError> {
+    async fn create_file(
+        &self,
+        inner: &Inner<F>,
+        path: &PathBuf,
+        id: u64,
+        first: u64,
+    ) -> Result<(F::File, u64), CreateError> {
         let opts = OpenOptions::new().read(true).write(true).create_new(true);
         let file = inner
             .fs

@@ -38,7 +38,11 @@ type SegmentReader<F> = (Arc<Segment<F>>, FrameReader<<F as Fs>::File>);
 
 impl<F: Fs> WalIter<F> {
     pub(crate) fn new(inner: Arc<Inner<F>>, next: u64) -> Self {
-        WalIter { inner, next, reader: None }
+        WalIter {
+            inner,
+            next,
+            reader: None,
+        }
     }
 
     /// The index the next call returns.
@@ -83,7 +87,10 @@ impl<F: Fs> WalIter<F> {
         reader.set_limit(end);
         let path = seg.path();
         loop {
-            let frame = reader.next_frame().await.map_err(|stop| stop.into_error(&path, index))?;
+            let frame = reader
+                .next_frame()
+                .await
+                .map_err(|stop| stop.into_error(&path, index))?;
             if frame.header.index < index {
                 continue;
             }

@@ -172,15 +172,24 @@ impl Options {
         }
         let align = self.durable_alignment_bytes;
         if !align.is_power_of_two() || !(8..=1 << 20).contains(&align) {
-            return bad(format!("durable_alignment_bytes {align} is not a power of two in 8..=1 MiB"));
+            return bad(format!(
+                "durable_alignment_bytes {align} is not a power of two in 8..=1 MiB"
+            ));
         }
         if self.segment_size_bytes < 2 * align {
-            return bad(format!("segment_size_bytes must be at least twice durable_alignment_bytes ({align})"));
+            return bad(format!(
+                "segment_size_bytes must be at least twice durable_alignment_bytes ({align})"
+            ));
         }
         if self.first_index == u64::MAX {
             return bad("first_index must be below u64::MAX".into());
         }
-        if let SyncPolicy::Batched { max_delay_us, max_records, .. } = &self.sync_policy {
+        if let SyncPolicy::Batched {
+            max_delay_us,
+            max_records,
+            ..
+        } = &self.sync_policy
+        {
             if *max_delay_us > 1_000_000 || *max_records == 0 {
                 return bad("Batched: max_delay_us must be at most 1 s and max_records at least 1".into());
             }

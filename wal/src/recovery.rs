@@ -21,14 +21,13 @@ use simfs::{File, Fs, OpenOptions};
 use tracing::{info, warn};
 
 use crate::codec::{
-    decode_frame, decode_frame_header, FrameKind, FrameSeed, HeaderError, SegmentHeader,
-    FRAME_ALIGN_BYTES, FRAME_HEADER_BYTES, SEGMENT_HEADER_BYTES,
+    decode_frame, decode_frame_header, FrameKind, FrameSeed, HeaderError, SegmentHeader, FRAME_ALIGN_BYTES,
+    FRAME_HEADER_BYTES, SEGMENT_HEADER_BYTES,
 };
 use crate::error::{Error, Result};
 use crate::options::RecoveryMode;
 use crate::segment::{
-    header_for, FrameReader, ReadStop, SegMeta, Segment, SegmentName, ACTIVE_SPARSE_STRIDE, SEGMENT_SUFFIX,
-    TMP_SUFFIX,
+    header_for, FrameReader, ReadStop, SegMeta, Segment, SegmentName, ACTIVE_SPARSE_STRIDE, SEGMENT_SUFFIX, TMP_SUFFIX,
 };
 
 /// What recovery found and did, from [`crate::Wal::recovery_report`].
@@ -81,7 +80,9 @@ pub(crate) async fn recover<F: Fs>(
     for entry in entries {
         if entry.name.ends_with(TMP_SUFFIX) && !entry.is_dir {
             let path = dir.join(&entry.name);
-            fs.remove_file(&path).await.map_err(|e| Error::io("remove", &path, 0, e))?;
+            fs.remove_file(&path)
+                .await
+                .map_err(|e| Error::io("remove", &path, 0, e))?;
             report.removed_files.push(entry.name);
             continue;
         }
@@ -141,13 +142,20 @@ pub(crate) async fn recover<F: Fs>(
             ActiveScan::Torn => {
                 // A new segment whose header never became durable, holding no
                 // valid frame: nothing in it was ever acknowledged.
-                fs.remove_file(&path).await.map_err(|e| Error::io("remove", &path, 0, e))?;
+                fs.remove_file(&path)
+                    .await
+                    .map_err(|e| Error::io("remove", &path, 0, e))?;
                 report.removed_files.push(file_name.clone());
-                    if sealed.is_empty() {
+                if sealed.is_empty() {
                     next_index = name.first();
                 }
             }
-            ActiveScan::Valid { file, next, end_offset, sparse } => {
+            ActiveScan::Valid {
+                file,
+                next,
+                end_offset,
+                sparse,
+            } => {
                 report.active_segment = true;
                 let last_index = if next > name.first() { Some(next - 1) } else { None };
                 segments.push(Arc::new(Segment::new(
@@ -209,9 +217,15 @@ fn validate_names(dir: &Path, sealed: &[(SegmentName, String)], active: &[(Segme
     }
     let mut expected_first: Option<u64> = None;
     for (n, name) in sealed {
-        let SegmentName::Sealed { first, last, .. } = *n else { continue };
+        let SegmentName::Sealed { first, last, .. } = *n else {
+            continue;
+        };
         if last < first {
-            return Err(Error::corruption(dir.join(name), 0, "sealed segment with last index below first"));
+            return Err(Error::corruption(
+                dir.join(name),
+                0,
+                "sealed segment with last index below first",
+            ));
         }
         if let Some(e) = expected_first {
             if first != e {
@@ -271,7 +285,9 @@ async fn scan_active<F: Fs>(
     let expected_header = header_for(id, first);
     let seed = expected_header.frame_seed();
     let mut hbuf = vec![0u8; SEGMENT_HEADER_BYTES.min(len as usize)];
-    file.read_exact_at(&mut hbuf, 0).await.map_err(|e| Error::io("read", path, 0, e))?;
+    file.read_exact_at(&mut hbuf, 0)
+        .await
+        .map_err(|e| Error::io("read", path, 0, e))?;
     match SegmentHeader::decode(&hbuf) {
         Ok(h) if h == expected_header => {}
         Ok(h) => {
@@ -284,10 +300,16 @@ async fn scan_active<F: Fs>(
         Err(e) => {
             // The header is written and synced before any frame, so a bad
             // header is a torn creation unless a valid frame proves otherwise.
-            if find_valid_frame(&*file, path, seed, SEGMENT_HEADER_BYTES as u64, len, None).await?.is_some()
+            if find_valid_frame(&*file, path, seed, SEGMENT_HEADER_BYTES as u64, len, None)
+                .await?
+                .is_some()
                 || (mode == RecoveryMode::AbsoluteConsistency && e != HeaderError::Unwritten && len > 0)
             {
-                return Err(Error::corruption(path, 0, format!("bad segment header ({e:?}) before valid frames")));
+                return Err(Error::corruption(
+                    path,
+                    0,
+                    format!("bad segment header ({e:?}) before valid frames"),
+                ));
             }
             warn!(path = %path.display(), error = ?e, "removing a new segment whose header is torn");
             report.stop_reason = Some(format!("torn segment header ({e:?}) at offset 0"));
@@ -317,7 +339,12 @@ async fn scan_active<F: Fs>(
             Err(ReadStop::Bad { offset, error }) => break Some((offset, format!("{error:?} frame"))),
         }
     };
-    let Scan { next, committed_end, sparse, .. } = scan;
+    let Scan {
+        next,
+        committed_end,
+        sparse,
+        ..
+    } = scan;
     if let Some((bad_offset, reason)) = damage {
         let zero_tail = scan.batch_next == next && is_zero(&*file, path, bad_offset, len).await?;
         if !zero_tail {
@@ -328,7 +355,9 @@ async fn scan_active<F: Fs>(
     if len > committed_end {
         // Cut the torn (or zero) tail durably, so that a later write at
         // `committed_end` can never be followed by stale frames.
-        file.set_len(committed_end).await.map_err(|e| Error::io("set_len", path, committed_end, e))?;
+        file.set_len(committed_end)
+            .await
+            .map_err(|e| Error::io("set_len", path, committed_end, e))?;
         report.torn_bytes_cut = len - committed_end;
         warn!(path = %path.display(), from = committed_end, bytes = len - committed_end, "cut torn tail");
     }
@@ -360,7 +389,10 @@ impl Scan {
     /// Takes one valid frame, or says why it does not fit the sequence.
     fn accept(&mut self, offset: u64, h: crate::codec::FrameHeader) -> std::result::Result<(), String> {
         if h.index != self.batch_next {
-            return Err(format!("frame with index {} where {} was expected", h.index, self.batch_next));
+            return Err(format!(
+                "frame with index {} where {} was expected",
+                h.index, self.batch_next
+            ));
         }
         let in_batch = self.batch_next != self.next;
         if matches!(h.kind, FrameKind::Record | FrameKind::Padding) && in_batch {
@@ -427,7 +459,9 @@ async fn is_zero<Fl: File>(file: &Fl, path: &Path, from: u64, len: u64) -> Resul
     while pos < len {
         let n = (len - pos).min(CHUNK);
         buf.resize(n as usize, 0);
-        file.read_exact_at(&mut buf, pos).await.map_err(|e| Error::io("read", path, pos, e))?;
+        file.read_exact_at(&mut buf, pos)
+            .await
+            .map_err(|e| Error::io("read", path, pos, e))?;
         if buf.iter().any(|&b| b != 0) {
             return Ok(false);
         }
@@ -455,7 +489,9 @@ async fn find_valid_frame<Fl: File>(
     while pos + FRAME_HEADER_BYTES as u64 <= len {
         let chunk_end = (pos + CHUNK + FRAME_HEADER_BYTES as u64).min(len);
         chunk.resize((chunk_end - pos) as usize, 0);
-        file.read_exact_at(&mut chunk, pos).await.map_err(|e| Error::io("read", path, pos, e))?;
+        file.read_exact_at(&mut chunk, pos)
+            .await
+            .map_err(|e| Error::io("read", path, pos, e))?;
         let mut at = 0usize;
         while at + FRAME_HEADER_BYTES <= chunk.len() && (at as u64) < CHUNK {
             if let Ok(h) = decode_frame_header(&chunk[at..], seed) {
@@ -464,7 +500,9 @@ async fn find_valid_frame<Fl: File>(
                     let total = h.frame_len();
                     if off + total as u64 <= len {
                         let mut frame = vec![0u8; total];
-                        file.read_exact_at(&mut frame, off).await.map_err(|e| Error::io("read", path, off, e))?;
+                        file.read_exact_at(&mut frame, off)
+                            .await
+                            .map_err(|e| Error::io("read", path, off, e))?;
                         if decode_frame(&frame, seed).is_ok() {
                             return Ok(Some(off));
                         }

@@ -218,7 +218,10 @@ impl<F: Fs> Segment<F> {
         let mut sparse = Vec::new();
         let mut expected = self.first_index;
         while expected <= last {
-            let frame = reader.next_header().await.map_err(|stop| stop.into_error(&path, expected))?;
+            let frame = reader
+                .next_header()
+                .await
+                .map_err(|stop| stop.into_error(&path, expected))?;
             if frame.header.index != expected {
                 return Err(Error::corruption(
                     &path,
@@ -244,7 +247,10 @@ impl<F: Fs> Segment<F> {
         let mut reader = self.reader_at(fs, index).await?;
         let path = self.path();
         loop {
-            let frame = reader.next_frame().await.map_err(|stop| stop.into_error(&path, index))?;
+            let frame = reader
+                .next_frame()
+                .await
+                .map_err(|stop| stop.into_error(&path, index))?;
             match frame.header.index.cmp(&index) {
                 std::cmp::Ordering::Less => continue,
                 std::cmp::Ordering::Equal => return Ok(frame.payload),
@@ -268,7 +274,11 @@ impl<F: Fs> Segment<F> {
         let (start, end) = {
             let m = self.meta();
             let pos = m.sparse.partition_point(|&(i, _)| i <= index);
-            let start = if pos == 0 { SEGMENT_HEADER_BYTES as u64 } else { m.sparse[pos - 1].1 };
+            let start = if pos == 0 {
+                SEGMENT_HEADER_BYTES as u64
+            } else {
+                m.sparse[pos - 1].1
+            };
             (start, m.end_offset)
         };
         Ok(FrameReader::new(file, self.seed, start, end))
@@ -307,9 +317,7 @@ impl ReadStop {
             ReadStop::Bad { offset, error } => {
                 Error::corruption(path, offset, format!("{error:?} frame while reading index {index}"))
             }
-            ReadStop::End { offset } => {
-                Error::corruption(path, offset, format!("segment ends before index {index}"))
-            }
+            ReadStop::End { offset } => Error::corruption(path, offset, format!("segment ends before index {index}")),
         }
     }
 }
@@ -390,11 +398,21 @@ impl<Fl: File> FrameReader<Fl> {
         loop {
             let (offset, header, total) = self.peek().await?;
             let frame = &self.buf[self.pos..self.pos + total];
-            let payload = decode_frame(frame, self.seed).map_err(|error| ReadStop::Bad { offset, error })?.1;
-            let payload = if header.kind == FrameKind::Padding { Vec::new() } else { payload.to_vec() };
+            let payload = decode_frame(frame, self.seed)
+                .map_err(|error| ReadStop::Bad { offset, error })?
+                .1;
+            let payload = if header.kind == FrameKind::Padding {
+                Vec::new()
+            } else {
+                payload.to_vec()
+            };
             self.pos += total;
             if header.kind != FrameKind::Padding {
-                return Ok(ReadFrame { offset, header, payload });
+                return Ok(ReadFrame {
+                    offset,
+                    header,
+                    payload,
+                });
             }
         }
     }
@@ -428,13 +446,19 @@ impl<Fl: File> FrameReader<Fl> {
         }
         let avail = self.fill(FRAME_HEADER_BYTES).await?;
         if avail < FRAME_HEADER_BYTES {
-            return Err(ReadStop::Bad { offset, error: FrameError::Short });
+            return Err(ReadStop::Bad {
+                offset,
+                error: FrameError::Short,
+            });
         }
-        let header = decode_frame_header(&self.buf[self.pos..], self.seed)
-            .map_err(|error| ReadStop::Bad { offset, error })?;
+        let header =
+            decode_frame_header(&self.buf[self.pos..], self.seed).map_err(|error| ReadStop::Bad { offset, error })?;
         let total = header.frame_len();
         if self.fill(total).await? < total {
-            return Err(ReadStop::Bad { offset, error: FrameError::Short });
+            return Err(ReadStop::Bad {
+                offset,
+                error: FrameError::Short,
+            });
         }
         Ok((offset, header, total))
     }
@@ -446,8 +470,16 @@ mod tests {
 
     #[test]
     fn names_round_trip_and_sort_in_log_order() {
-        let a = SegmentName::Sealed { first: 5, last: 9, id: 1 };
-        let b = SegmentName::Sealed { first: 10, last: 100, id: 2 };
+        let a = SegmentName::Sealed {
+            first: 5,
+            last: 9,
+            id: 1,
+        };
+        let b = SegmentName::Sealed {
+            first: 10,
+            last: 100,
+            id: 2,
+        };
         let c = SegmentName::Active { first: 101, id: 0xab };
         for n in [a, b, c] {
             assert_eq!(SegmentName::parse(&n.file_name()), Some(n));

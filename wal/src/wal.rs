@@ -170,21 +170,27 @@ impl<F: Fs> Wal<F> {
         opts.validate()?;
         let fs = Arc::new(fs);
         match fs.metadata(dir).await {
-            Ok(m) if !m.is_dir => {
-                return Err(Error::InvalidArgument(format!("{} is not a directory", dir.display())))
-            }
+            Ok(m) if !m.is_dir => return Err(Error::InvalidArgument(format!("{} is not a directory", dir.display()))),
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                fs.create_dir_all(dir).await.map_err(|e| Error::io("create_dir", dir, 0, e))?;
-                if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-                    fs.sync_dir(parent).await.map_err(|e| Error::io("sync_dir", parent, 0, e))?;
+                fs.create_dir_all(dir)
+                    .await
+                    .map_err(|e| Error::io("create_dir", dir, 0, e))?;
+                // Every directory created may be new: make each entry
+                // durable, up to the root, or a power loss takes the log.
+                for ancestor in dir.ancestors().skip(1).filter(|p| !p.as_os_str().is_empty()) {
+                    fs.sync_dir(ancestor)
+                        .await
+                        .map_err(|e| Error::io("sync_dir", ancestor, 0, e))?;
                 }
             }
             Err(e) => return Err(Error::io("metadata", dir, 0, e)),
         }
         let lock = fs.lock_dir(dir).await.map_err(|e| {
             if e.kind() == std::io::ErrorKind::WouldBlock {
-                Error::Locked { path: dir.to_path_buf() }
+                Error::Locked {
+                    path: dir.to_path_buf(),
+                }
             } else {
                 Error::io("lock", dir, 0, e)
             }
@@ -375,7 +381,11 @@ impl<F: Fs> Wal<F> {
             .iter()
             .map(|s| {
                 let m = s.meta();
-                let name = m.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                let name = m
+                    .path
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
                 (name, s.first_index, m.last_index, m.sealed)
             })
             .collect()
@@ -469,7 +479,11 @@ impl<F: Fs> Inner<F> {
         let pos = st.segments.partition_point(|s| s.first_index <= index);
         match pos.checked_sub(1).and_then(|p| st.segments.get(p)) {
             Some(seg) => Ok(seg.clone()),
-            None => Err(Error::corruption(&self.dir, 0, format!("no segment holds index {index}"))),
+            None => Err(Error::corruption(
+                &self.dir,
+                0,
+                format!("no segment holds index {index}"),
+            )),
         }
     }
 

@@ -142,7 +142,9 @@ fn crash_at_every_step(policy: SyncPolicy, kind: CrashKind, unit: u32) -> u64 {
             }
             // Also crash recovery itself: k steps into it.
             let recovery_crash = clock.steps() + (k % 7);
-            clock.crash_at.store(recovery_crash, std::sync::atomic::Ordering::SeqCst);
+            clock
+                .crash_at
+                .store(recovery_crash, std::sync::atomic::Ordering::SeqCst);
             fs.set_faults(simfs::FaultConfig::none());
             recover_and_check(&fs, &clock, policy.clone(), acked, attempted).await;
         });

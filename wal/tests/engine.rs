@@ -14,7 +14,10 @@ use wal::{Error, Options, RecoveryMode, SyncPolicy, Wal};
 /// No padding after fsyncs, so frame offsets are easy to compute:
 /// record `i` of the first segment starts at `64 + i * 88` for 50-byte payloads.
 fn unpadded() -> Options {
-    Options { durable_alignment_bytes: 8, ..Options::default() }
+    Options {
+        durable_alignment_bytes: 8,
+        ..Options::default()
+    }
 }
 
 fn small_segments() -> Options {
@@ -55,7 +58,9 @@ fn append_read_reopen_on_osfs() {
     let dir = tmp.path().join("log");
     block_on(async {
         let wal = Wal::open(OsFs::new(), &dir, small_segments()).await.unwrap();
-        wal.append_batch((0..50).map(|i| payload(i, 100)).collect()).await.unwrap();
+        wal.append_batch((0..50).map(|i| payload(i, 100)).collect())
+            .await
+            .unwrap();
         for i in 50..100 {
             wal.append_at(i, payload(i, 10)).await.unwrap();
         }
@@ -74,7 +79,10 @@ fn first_index_is_configurable_including_zero() {
     block_on(async {
         for first in [0u64, 1, 1_000_000] {
             let fs = SimFs::new(2);
-            let opts = Options { first_index: first, ..Options::default() };
+            let opts = Options {
+                first_index: first,
+                ..Options::default()
+            };
             let wal = open(&fs, opts.clone()).await.unwrap();
             assert_eq!(wal.append(b"a".to_vec()).await.unwrap(), first);
             assert!(matches!(
@@ -93,7 +101,10 @@ fn first_index_is_configurable_including_zero() {
 fn rotation_by_record_count_and_on_request() {
     block_on(async {
         let fs = SimFs::new(3);
-        let opts = Options { segment_max_records: 10, ..Options::default() };
+        let opts = Options {
+            segment_max_records: 10,
+            ..Options::default()
+        };
         let wal = open(&fs, opts).await.unwrap();
         for i in 0..35 {
             wal.append(payload(i, 5)).await.unwrap();
@@ -133,7 +144,10 @@ fn concurrent_appenders_share_fsyncs_and_keep_order() {
         let log = collect(wal).await.unwrap();
         // Every acknowledged append is where its index says, in each writer's order.
         for mine in &results {
-            assert!(mine.windows(2).all(|p| p[0].0 < p[1].0), "a writer's appends are ordered");
+            assert!(
+                mine.windows(2).all(|p| p[0].0 < p[1].0),
+                "a writer's appends are ordered"
+            );
             for (i, data) in mine {
                 assert_eq!(&log[*i as usize].1, data);
             }
@@ -166,23 +180,44 @@ fn second_opener_gets_locked() {
 fn bad_arguments_are_typed_errors() {
     block_on(async {
         let fs = SimFs::new(6);
-        let opts = Options { max_record_bytes: 1000, max_batch_records: 4, ..Options::default() };
+        let opts = Options {
+            max_record_bytes: 1000,
+            max_batch_records: 4,
+            ..Options::default()
+        };
         let wal = open(&fs, opts).await.unwrap();
-        assert!(matches!(wal.append(vec![0; 1001]).await, Err(Error::RecordTooLarge { len: 1001, max: 1000 })));
+        assert!(matches!(
+            wal.append(vec![0; 1001]).await,
+            Err(Error::RecordTooLarge { len: 1001, max: 1000 })
+        ));
         assert!(matches!(wal.append_batch(vec![]).await, Err(Error::EmptyBatch)));
-        assert!(matches!(wal.append_batch(vec![vec![]; 5]).await, Err(Error::BatchTooLarge { .. })));
-        assert!(matches!(wal.append_at(3, vec![]).await, Err(Error::WrongIndex { expected: 0, got: 3 })));
+        assert!(matches!(
+            wal.append_batch(vec![vec![]; 5]).await,
+            Err(Error::BatchTooLarge { .. })
+        ));
+        assert!(matches!(
+            wal.append_at(3, vec![]).await,
+            Err(Error::WrongIndex { expected: 0, got: 3 })
+        ));
         assert!(matches!(wal.read(0).await, Err(Error::OutOfRange { .. })));
         assert!(matches!(wal.iter_from(7), Err(Error::OutOfRange { .. })));
         // None of that stopped anything.
         assert_eq!(wal.append(vec![]).await.unwrap(), 0);
         assert_eq!(wal.read(0).await.unwrap(), Vec::<u8>::new());
 
-        let bad = Options { segment_size_bytes: 10, ..Options::default() };
-        assert!(matches!(open(&SimFs::new(1), bad).await, Err(Error::InvalidArgument(_))));
+        let bad = Options {
+            segment_size_bytes: 10,
+            ..Options::default()
+        };
+        assert!(matches!(
+            open(&SimFs::new(1), bad).await,
+            Err(Error::InvalidArgument(_))
+        ));
         // A path that is a file.
         let fs = SimFs::new(7);
-        fs.open(Path::new("/file"), OpenOptions::new().write(true).create(true)).await.unwrap();
+        fs.open(Path::new("/file"), OpenOptions::new().write(true).create(true))
+            .await
+            .unwrap();
         assert!(matches!(
             Wal::open(fs.clone(), Path::new("/file"), Options::default()).await,
             Err(Error::InvalidArgument(_))
@@ -197,12 +232,18 @@ fn torn_tail_is_cut_and_unsynced_records_may_go() {
     for seed in 0..40 {
         block_on(async {
             let cfg = SimConfig {
-                faults: FaultConfig { writeback: 0.5, ..FaultConfig::none() },
+                faults: FaultConfig {
+                    writeback: 0.5,
+                    ..FaultConfig::none()
+                },
                 atomic_write_unit_bytes: 512,
                 ..SimConfig::default()
             };
             let fs = SimFs::with_config(seed, cfg);
-            let opts = Options { sync_policy: SyncPolicy::Manual, ..Options::default() };
+            let opts = Options {
+                sync_policy: SyncPolicy::Manual,
+                ..Options::default()
+            };
             let wal = open(&fs, opts.clone()).await.unwrap();
             for i in 0..20 {
                 wal.append(payload(i, 200)).await.unwrap();
@@ -260,7 +301,10 @@ fn mid_log_corruption_in_active_segment_is_an_error_not_a_cut() {
             other => panic!("expected corruption, got {:?}", other.map(|_| ())),
         }
         // Point-in-time recovery accepts the loss and cuts at the damage.
-        let opts = Options { recovery_mode: RecoveryMode::PointInTime, ..unpadded() };
+        let opts = Options {
+            recovery_mode: RecoveryMode::PointInTime,
+            ..unpadded()
+        };
         let wal = open(&fs, opts).await.unwrap();
         assert_eq!(wal.next_index(), 2);
     });
@@ -277,7 +321,10 @@ fn damage_in_last_record_is_a_torn_tail_unless_absolute_consistency() {
         let name = wal.segment_files()[0].0.clone();
         drop(wal);
         corrupt(&fs, &name, 64 + 2 * 88 + 40).await;
-        let strict = Options { recovery_mode: RecoveryMode::AbsoluteConsistency, ..unpadded() };
+        let strict = Options {
+            recovery_mode: RecoveryMode::AbsoluteConsistency,
+            ..unpadded()
+        };
         assert!(matches!(open(&fs, strict).await, Err(Error::Corruption { .. })));
         let wal = open(&fs, unpadded()).await.unwrap();
         assert_eq!(wal.next_index(), 2);
@@ -289,7 +336,10 @@ fn damage_in_last_record_is_a_torn_tail_unless_absolute_consistency() {
 fn corrupt_sealed_segment_is_reported_on_read() {
     block_on(async {
         let fs = SimFs::new(10);
-        let opts = Options { segment_max_records: 5, ..unpadded() };
+        let opts = Options {
+            segment_max_records: 5,
+            ..unpadded()
+        };
         let wal = open(&fs, opts.clone()).await.unwrap();
         for i in 0..12 {
             wal.append(payload(i, 50)).await.unwrap();
@@ -309,7 +359,10 @@ fn corrupt_sealed_segment_is_reported_on_read() {
                 None => panic!("iteration hid the corruption"),
             }
         };
-        assert!(matches!(err, Error::Corruption { offset, .. } if offset == 64 + 3 * 88), "{err}");
+        assert!(
+            matches!(err, Error::Corruption { offset, .. } if offset == 64 + 3 * 88),
+            "{err}"
+        );
         // The first read of a sealed segment checks all of it.
         assert!(got.is_empty());
         assert_eq!(wal.read(7).await.unwrap(), payload(7, 50));
@@ -320,7 +373,10 @@ fn corrupt_sealed_segment_is_reported_on_read() {
 fn gaps_and_overlaps_in_names_are_corruption() {
     block_on(async {
         let fs = SimFs::new(11);
-        let opts = Options { segment_max_records: 5, ..Options::default() };
+        let opts = Options {
+            segment_max_records: 5,
+            ..Options::default()
+        };
         let wal = open(&fs, opts.clone()).await.unwrap();
         for i in 0..17 {
             wal.append(payload(i, 5)).await.unwrap();
@@ -330,7 +386,10 @@ fn gaps_and_overlaps_in_names_are_corruption() {
         // Remove a middle segment: a gap.
         fs.remove_file(&dir().join(&segs[1].0)).await.unwrap();
         let err = open(&fs, opts.clone()).await.err().unwrap();
-        assert!(matches!(&err, Error::Corruption { reason, .. } if reason.contains("gap")), "{err}");
+        assert!(
+            matches!(&err, Error::Corruption { reason, .. } if reason.contains("gap")),
+            "{err}"
+        );
     });
     block_on(async {
         let fs = SimFs::new(12);
@@ -344,7 +403,10 @@ fn gaps_and_overlaps_in_names_are_corruption() {
         )
         .await
         .unwrap();
-        assert!(matches!(open(&fs, Options::default()).await, Err(Error::Corruption { .. })));
+        assert!(matches!(
+            open(&fs, Options::default()).await,
+            Err(Error::Corruption { .. })
+        ));
     });
 }
 
@@ -354,7 +416,10 @@ fn fsync_failure_stops_the_wal_until_reopen() {
         let fs = SimFs::new(13);
         let wal = open(&fs, Options::default()).await.unwrap();
         wal.append(b"durable".to_vec()).await.unwrap();
-        fs.set_faults(FaultConfig { sync_fail: 1.0, ..FaultConfig::none() });
+        fs.set_faults(FaultConfig {
+            sync_fail: 1.0,
+            ..FaultConfig::none()
+        });
         let err = wal.append(b"lost".to_vec()).await.unwrap_err();
         assert!(err.is_stopped(), "{err}");
         fs.set_faults(FaultConfig::none());
@@ -382,7 +447,10 @@ fn enospc_fails_the_group_cuts_back_and_goes_on() {
         let used = fs.used_bytes();
         fs.set_capacity(Some(used + 50));
         let err = wal.append(payload(1, 1000)).await.unwrap_err();
-        assert!(matches!(err, Error::AppendFailed { .. }) && err.is_storage_full(), "{err}");
+        assert!(
+            matches!(err, Error::AppendFailed { .. }) && err.is_storage_full(),
+            "{err}"
+        );
         assert!(wal.stopped().is_none());
         assert_eq!(wal.next_index(), 1);
         fs.set_capacity(None);
@@ -390,7 +458,10 @@ fn enospc_fails_the_group_cuts_back_and_goes_on() {
         drop(wal);
         fs.crash(CrashKind::PowerLoss);
         let wal = open(&fs, Options::default()).await.unwrap();
-        assert_eq!(collect(&wal).await.unwrap(), vec![(0, payload(0, 100)), (1, payload(1, 1000))]);
+        assert_eq!(
+            collect(&wal).await.unwrap(),
+            vec![(0, payload(0, 100)), (1, payload(1, 1000))]
+        );
     });
 }
 
@@ -398,12 +469,18 @@ fn enospc_fails_the_group_cuts_back_and_goes_on() {
 fn failed_rotation_keeps_memory_equal_to_disk() {
     block_on(async {
         let fs = SimFs::new(15);
-        let opts = Options { segment_max_records: 3, ..Options::default() };
+        let opts = Options {
+            segment_max_records: 3,
+            ..Options::default()
+        };
         let wal = open(&fs, opts.clone()).await.unwrap();
         for i in 0..3 {
             wal.append(payload(i, 5)).await.unwrap();
         }
-        fs.set_faults(FaultConfig { eio_rename: 1.0, ..FaultConfig::none() });
+        fs.set_faults(FaultConfig {
+            eio_rename: 1.0,
+            ..FaultConfig::none()
+        });
         // Rotation fails; the append still lands in the current segment.
         wal.append(payload(3, 5)).await.unwrap();
         assert!(wal.rotate().await.is_err());
@@ -420,7 +497,10 @@ fn failed_rotation_keeps_memory_equal_to_disk() {
 fn manual_sync_makes_records_durable() {
     block_on(async {
         let fs = SimFs::new(16);
-        let opts = Options { sync_policy: SyncPolicy::Manual, ..Options::default() };
+        let opts = Options {
+            sync_policy: SyncPolicy::Manual,
+            ..Options::default()
+        };
         let wal = open(&fs, opts.clone()).await.unwrap();
         for i in 0..10 {
             wal.append(payload(i, 30)).await.unwrap();
@@ -439,7 +519,10 @@ fn manual_sync_makes_records_durable() {
 fn process_crash_keeps_page_cache_and_recovery_makes_it_durable() {
     block_on(async {
         let fs = SimFs::new(17);
-        let opts = Options { sync_policy: SyncPolicy::Manual, ..Options::default() };
+        let opts = Options {
+            sync_policy: SyncPolicy::Manual,
+            ..Options::default()
+        };
         let wal = open(&fs, opts.clone()).await.unwrap();
         for i in 0..10 {
             wal.append(payload(i, 30)).await.unwrap();
@@ -461,7 +544,10 @@ fn process_crash_keeps_page_cache_and_recovery_makes_it_durable() {
 fn iterator_runs_alongside_appends_and_rotation() {
     block_on(async {
         let fs = SimFs::new(18);
-        let opts = Options { segment_max_records: 7, ..Options::default() };
+        let opts = Options {
+            segment_max_records: 7,
+            ..Options::default()
+        };
         let wal = open(&fs, opts).await.unwrap();
         let mut it = wal.iter_from(0).unwrap();
         let mut seen = Vec::new();
@@ -503,7 +589,10 @@ fn batched_policy_waits_and_stays_durable() {
 fn large_and_empty_records() {
     block_on(async {
         let fs = SimFs::new(20);
-        let opts = Options { max_record_bytes: 1 << 20, ..small_segments() };
+        let opts = Options {
+            max_record_bytes: 1 << 20,
+            ..small_segments()
+        };
         let wal = open(&fs, opts.clone()).await.unwrap();
         wal.append(vec![]).await.unwrap();
         wal.append(vec![7; 1 << 20]).await.unwrap();
@@ -536,5 +625,19 @@ fn synced_groups_end_on_the_alignment() {
         fs.crash(CrashKind::PowerLoss);
         let wal = open(&fs, Options::default()).await.unwrap();
         assert_eq!(collect(&wal).await.unwrap().len(), 3);
+    });
+}
+
+#[test]
+fn a_new_nested_log_directory_survives_power_loss() {
+    block_on(async {
+        let fs = SimFs::new(22);
+        let nested = Path::new("/data/db/wal");
+        let wal = Wal::open(fs.clone(), nested, Options::default()).await.unwrap();
+        wal.append(b"x".to_vec()).await.unwrap();
+        drop(wal);
+        fs.crash(CrashKind::PowerLoss);
+        let wal = Wal::open(fs.clone(), nested, Options::default()).await.unwrap();
+        assert_eq!(collect(&wal).await.unwrap(), vec![(0, b"x".to_vec())]);
     });
 }
