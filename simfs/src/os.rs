@@ -108,6 +108,9 @@ pub struct OsFs {
 #[derive(Debug, Default)]
 struct Inner {
     mode: SyncMode,
+    /// A directory sync error whose caller stopped waiting (see
+    /// `OsFile::unheard_error`); the next `sync_dir` returns it.
+    unheard_dir_error: Arc<Mutex<Option<io::Error>>>,
 }
 
 /// Where syncs run.
@@ -170,6 +173,7 @@ impl OsFs {
         OsFs {
             inner: Arc::new(Inner {
                 mode: SyncMode::Inline,
+                unheard_dir_error: Arc::default(),
             }),
         }
     }
@@ -188,17 +192,24 @@ impl OsFs {
 
 impl Inner {
     /// Runs `job` (a blocking sync) where the mode says and returns its result.
-    async fn run_sync<F>(&self, job: F) -> io::Result<()>
+    async fn run_sync<F>(&self, job: F, unheard: Option<Arc<Mutex<Option<io::Error>>>>) -> io::Result<()>
     where
         F: FnOnce() -> io::Result<()> + Send + 'static,
     {
+        if let Some(e) = unheard.as_ref().and_then(|u| u.lock().unwrap_or_else(|p| p.into_inner()).take()) {
+            return Err(e);
+        }
         match &self.mode {
             SyncMode::Thread(slot) if !in_madsim_simulation() => {
                 let (reply, answer) = oneshot::channel();
                 slot.submit(Box::new(move || {
-                    // The receiver is gone if the caller stopped waiting; the
-                    // sync has still been done, which is harmless.
-                    let _ = reply.send(job());
+                    // The receiver is gone if the caller stopped waiting. A
+                    // success is then harmless; an error must not be lost.
+                    if let Err(Err(e)) = reply.send(job()) {
+                        if let Some(u) = unheard {
+                            *u.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                        }
+                    }
                 }))?;
                 answer.await.map_err(|_| {
                     io::Error::other("simfs: the I/O thread stopped before answering a sync")
@@ -314,6 +325,7 @@ impl Fs for OsFs {
             path: path.to_path_buf(),
             writable: options.write,
             fs: Arc::clone(&self.inner),
+            unheard_error: Arc::default(),
         })
     }
 
@@ -355,7 +367,10 @@ impl Fs for OsFs {
         let dir = open_dir("sync_dir", path)?;
         let owned = path.to_path_buf();
         self.inner
-            .run_sync(move || dir.sync_all().map_err(|e| ctx("sync_dir", &owned, e)))
+            .run_sync(
+                move || dir.sync_all().map_err(|e| ctx("sync_dir", &owned, e)),
+                Some(self.inner.unheard_dir_error.clone()),
+            )
             .await
     }
 
@@ -413,6 +428,11 @@ pub struct OsFile {
     path: PathBuf,
     writable: bool,
     fs: Arc<Inner>,
+    /// A sync error nobody heard: its caller dropped the future while the
+    /// I/O thread ran the sync. The kernel reports an fsync error once per
+    /// descriptor, so without this the next sync would return Ok over lost
+    /// data (fsyncgate). The next sync on this file returns it instead.
+    unheard_error: Arc<Mutex<Option<io::Error>>>,
 }
 
 impl fmt::Debug for OsFile {
@@ -508,7 +528,10 @@ impl File for OsFile {
         let file = Arc::clone(&self.file);
         let path = self.path.clone();
         self.fs
-            .run_sync(move || file.sync_data().map_err(|e| ctx("sync_data", &path, e)))
+            .run_sync(
+                move || file.sync_data().map_err(|e| ctx("sync_data", &path, e)),
+                Some(self.unheard_error.clone()),
+            )
             .await
     }
 
@@ -516,7 +539,10 @@ impl File for OsFile {
         let file = Arc::clone(&self.file);
         let path = self.path.clone();
         self.fs
-            .run_sync(move || file.sync_all().map_err(|e| ctx("sync_all", &path, e)))
+            .run_sync(
+                move || file.sync_all().map_err(|e| ctx("sync_all", &path, e)),
+                Some(self.unheard_error.clone()),
+            )
             .await
     }
 
