@@ -11,10 +11,25 @@ use wal::{Options, SyncPolicy, Wal};
 fn main() -> Result<(), wal::Error> {
     futures::executor::block_on(async {
         // Background writeback makes some unsynced data survive, as on a real disk.
-        let faults = FaultConfig { writeback: 0.3, torn_garbage: 0.5, ..FaultConfig::none() };
-        let fs = SimFs::with_config(2026, SimConfig { faults, atomic_write_unit_bytes: 512, ..Default::default() });
+        let faults = FaultConfig {
+            writeback: 0.3,
+            torn_garbage: 0.5,
+            ..FaultConfig::none()
+        };
+        let fs = SimFs::with_config(
+            2026,
+            SimConfig {
+                faults,
+                atomic_write_unit_bytes: 512,
+                ..Default::default()
+            },
+        );
         let dir = Path::new("/db/wal");
-        let opts = Options { sync_policy: SyncPolicy::Manual, segment_size_bytes: 64 << 10, ..Options::default() };
+        let opts = Options {
+            sync_policy: SyncPolicy::Manual,
+            segment_size_bytes: 64 << 10,
+            ..Options::default()
+        };
 
         let wal = Wal::open(fs.clone(), dir, opts.clone()).await?;
         for i in 0..1000u64 {
@@ -24,7 +39,10 @@ fn main() -> Result<(), wal::Error> {
         for i in 1000..1500u64 {
             wal.append(format!("put key{i} value{i}").into_bytes()).await?; // not synced
         }
-        println!("appended 1500 records, synced the first 1000; segments: {}", wal.segment_files().len());
+        println!(
+            "appended 1500 records, synced the first 1000; segments: {}",
+            wal.segment_files().len()
+        );
 
         drop(wal);
         fs.crash(CrashKind::PowerLoss);
@@ -33,7 +51,10 @@ fn main() -> Result<(), wal::Error> {
         fs.set_faults(FaultConfig::none());
         let wal = Wal::open(fs.clone(), dir, opts).await?;
         let report = wal.recovery_report().clone();
-        println!("recovered: cut {} torn bytes ({:?})", report.torn_bytes_cut, report.stop_reason);
+        println!(
+            "recovered: cut {} torn bytes ({:?})",
+            report.torn_bytes_cut, report.stop_reason
+        );
         let mut it = wal.iter_from(wal.first_index())?;
         let mut count = 0u64;
         while let Some(record) = it.next().await {

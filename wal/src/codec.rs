@@ -72,9 +72,10 @@ pub enum HeaderError {
     Unwritten,
     /// Wrong magic bytes.
     BadMagic,
-    /// A format version this code does not read.
+    /// An intact header (checksum valid) of a format version this code
+    /// does not read.
     UnsupportedVersion(u32),
-    /// The checksum does not match, or a reserved field is not zero.
+    /// The checksum does not match, or a v1 reserved field is not zero.
     BadChecksum,
 }
 
@@ -111,14 +112,18 @@ impl SegmentHeader {
         if b[0..8] != SEGMENT_MAGIC {
             return Err(HeaderError::BadMagic);
         }
+        // The checksum first: only an intact header can claim another version
+        // (torn garbage must not look like a file from the future).
+        if le_u32(&b[60..64]) != crc32fast::hash(&b[0..60]) {
+            return Err(HeaderError::BadChecksum);
+        }
         let version = le_u32(&b[8..12]);
         if version != FORMAT_VERSION {
             return Err(HeaderError::UnsupportedVersion(version));
         }
-        let stored_crc = le_u32(&b[60..64]);
         let header_len = le_u32(&b[12..16]);
         let reserved_zero = b[36..60].iter().all(|&x| x == 0);
-        if stored_crc != crc32fast::hash(&b[0..60]) || header_len != SEGMENT_HEADER_BYTES as u32 || !reserved_zero {
+        if header_len != SEGMENT_HEADER_BYTES as u32 || !reserved_zero {
             return Err(HeaderError::BadChecksum);
         }
         Ok(SegmentHeader {

@@ -19,7 +19,9 @@ use crate::codec::{encode_frame, encode_padding, frame_len, padding_len, FrameKi
 use crate::error::{Error, Result};
 use crate::options::SyncPolicy;
 use crate::recovery::Recovered;
-use crate::segment::{header_for, SegMeta, Segment, SegmentName, ACTIVE_SPARSE_STRIDE};
+use crate::segment::{
+    header_for, thin_sparse, SegMeta, Segment, SegmentName, ACTIVE_SPARSE_STRIDE, SPARSE_ENTRIES_MAX,
+};
 use crate::wal::Inner;
 
 /// One admitted append waiting to be written.
@@ -374,6 +376,8 @@ impl<F: Fs> Writer<F> {
             let mut m = seg.meta();
             m.path = to.clone();
             m.sealed = true;
+            // Keep the sparse index of a sealed segment small: O(segments).
+            thin_sparse(&mut m.sparse, SPARSE_ENTRIES_MAX);
         }
         self.active = None;
         inner.state().stats.rotations += 1;
@@ -444,11 +448,14 @@ impl<F: Fs> Writer<F> {
         first: u64,
     ) -> Result<(F::File, u64), CreateError> {
         let opts = OpenOptions::new().read(true).write(true).create_new(true);
-        let file = inner
-            .fs
-            .open(path, opts)
-            .await
-            .map_err(|e| CreateError::Write(Error::io("create", path, 0, e)))?;
+        let file = inner.fs.open(path, opts).await.map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                // Our view of the directory is wrong: never touch that file.
+                CreateError::Sync(Error::io("create", path, 0, e))
+            } else {
+                CreateError::Write(Error::io("create", path, 0, e))
+            }
+        })?;
         let header = header_for(id, first);
         let mut bytes = header.encode().to_vec();
         let pad = padding_len(bytes.len() as u64, inner.opts.durable_alignment_bytes);
@@ -480,7 +487,9 @@ pub(crate) enum GroupError {
 }
 
 enum CreateError {
+    /// The file may exist half-made: remove it and fail the group.
     Write(Error),
+    /// Stop the WAL: durability of the directory is unknown.
     Sync(Error),
 }
 

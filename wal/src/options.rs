@@ -66,7 +66,10 @@ pub enum SyncPolicy {
     },
 }
 
-/// What recovery at open does with damage in the active segment.
+/// What recovery at open does with damage in the active segment. Whatever
+/// the mode, damage that cannot come from a crash (invalid or overlapping
+/// segment names, a header that does not match its name, a newer format
+/// version, a bad frame in a sealed segment) is always `Error::Corruption`.
 ///
 /// ```
 /// assert_eq!(wal::RecoveryMode::default(), wal::RecoveryMode::TolerateTornTail);
@@ -74,15 +77,18 @@ pub enum SyncPolicy {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum RecoveryMode {
     /// Cut a torn tail (an incomplete or bad frame with nothing once-durable
-    /// after it); fail the open with `Corruption` on mid-log damage. The default.
+    /// after it) and remove a new segment whose header never became durable;
+    /// fail the open with `Corruption` on mid-log damage. A zero tail is the
+    /// clean end of the log. The default.
     #[default]
     TolerateTornTail,
-    /// Any damage at all, a torn tail included, fails the open. For logs that
-    /// are only ever closed cleanly.
+    /// Fail the open on a torn tail or a torn new segment too (a zero tail is
+    /// still the clean end). For logs that are only ever closed cleanly.
     AbsoluteConsistency,
-    /// Recover to the last valid record before the first damage and cut
-    /// everything after it, even valid records: data loss is accepted, an
-    /// error is not. The cut is reported in [`crate::RecoveryReport`].
+    /// Recover to the last valid record before the first damage in the
+    /// active segment and cut everything after it, even valid records: data
+    /// loss there is accepted. The cut is reported in
+    /// [`crate::RecoveryReport`].
     PointInTime,
 }
 

@@ -77,35 +77,49 @@ pub(crate) async fn recover<F: Fs>(
     let entries = fs.read_dir(dir).await.map_err(|e| Error::io("read_dir", dir, 0, e))?;
     let mut sealed: Vec<(SegmentName, String)> = Vec::new();
     let mut active: Vec<(SegmentName, String)> = Vec::new();
+    let mut leftovers = Vec::new();
     for entry in entries {
         if entry.name.ends_with(TMP_SUFFIX) && !entry.is_dir {
-            let path = dir.join(&entry.name);
-            fs.remove_file(&path)
-                .await
-                .map_err(|e| Error::io("remove", &path, 0, e))?;
-            report.removed_files.push(entry.name);
+            leftovers.push(entry.name);
             continue;
         }
         match SegmentName::parse(&entry.name) {
             Some(n @ SegmentName::Sealed { .. }) if !entry.is_dir => sealed.push((n, entry.name)),
             Some(n @ SegmentName::Active { .. }) if !entry.is_dir => active.push((n, entry.name)),
-            _ if entry.name.ends_with(SEGMENT_SUFFIX) => {
+            Some(_) => {
+                return Err(Error::corruption(
+                    dir.join(&entry.name),
+                    0,
+                    "a directory has a segment's name",
+                ));
+            }
+            None if entry.name.ends_with(SEGMENT_SUFFIX) => {
                 return Err(Error::corruption(
                     dir.join(&entry.name),
                     0,
                     "file name looks like a segment but does not parse",
                 ))
             }
-            _ => report.ignored_files.push(entry.name),
+            None => report.ignored_files.push(entry.name),
         }
     }
     validate_names(dir, &sealed, &active)?;
+    // Temporary files of interrupted operations: removed only once the names
+    // proved valid (the directory fsync below makes the removal durable).
+    for name in leftovers {
+        let path = dir.join(&name);
+        fs.remove_file(&path)
+            .await
+            .map_err(|e| Error::io("remove", &path, 0, e))?;
+        report.removed_files.push(name);
+    }
     let next_segment_id = sealed
         .iter()
         .chain(active.iter())
         .map(|(n, _)| n.id())
         .max()
-        .map_or(1, |m| m.saturating_add(1));
+        .map_or(Some(1), |m| m.checked_add(1))
+        .ok_or_else(|| Error::corruption(dir, 0, "segment ids exhausted"))?;
 
     let mut segments: Vec<Arc<Segment<F>>> = sealed
         .iter()
@@ -300,10 +314,24 @@ async fn scan_active<F: Fs>(
         Err(e) => {
             // The header is written and synced before any frame, so a bad
             // header is a torn creation unless a valid frame proves otherwise.
+            // A newer format is never "torn": refuse it rather than delete it.
+            if let HeaderError::UnsupportedVersion(v) = e {
+                return Err(Error::corruption(
+                    path,
+                    0,
+                    format!("segment of unsupported format version {v}"),
+                ));
+            }
+            if mode == RecoveryMode::AbsoluteConsistency {
+                return Err(Error::corruption(
+                    path,
+                    0,
+                    format!("bad segment header ({e:?}) (absolute consistency: no torn segment tolerated)"),
+                ));
+            }
             if find_valid_frame(&*file, path, seed, SEGMENT_HEADER_BYTES as u64, len, None)
                 .await?
                 .is_some()
-                || (mode == RecoveryMode::AbsoluteConsistency && e != HeaderError::Unwritten && len > 0)
             {
                 return Err(Error::corruption(
                     path,
@@ -437,7 +465,7 @@ async fn decide_cut<Fl: File>(
             format!("{reason} (absolute consistency: no torn tail tolerated)"),
         )),
         RecoveryMode::TolerateTornTail => {
-            match find_valid_frame(file, path, seed, bad_offset + FRAME_ALIGN_BYTES as u64, len, Some(next)).await? {
+            match find_valid_frame(file, path, seed, bad_offset, len, Some(next)).await? {
                 Some(proof) => Err(Error::corruption(
                     path,
                     bad_offset,

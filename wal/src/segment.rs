@@ -19,14 +19,31 @@ use crate::error::{Error, Result};
 
 /// Suffix of every segment file.
 pub(crate) const SEGMENT_SUFFIX: &str = ".wal";
-/// Suffix of temporary files, removed at open.
-pub(crate) const TMP_SUFFIX: &str = ".tmp";
+/// Suffix of the WAL's temporary files (`<segment name>.tmp`), removed at open.
+pub(crate) const TMP_SUFFIX: &str = ".wal.tmp";
 /// Bytes read at a time by sequential readers.
 const READ_CHUNK_BYTES: usize = 64 << 10;
 /// Sparse index: at most about this many entries per sealed segment.
-const SPARSE_ENTRIES_MAX: u64 = 256;
+pub(crate) const SPARSE_ENTRIES_MAX: u64 = 256;
 /// Sparse index stride of the active segment.
 pub(crate) const ACTIVE_SPARSE_STRIDE: u64 = 64;
+
+/// Drops entries from a sorted sparse index until at most `max` remain,
+/// keeping the first and spreading the rest evenly.
+pub(crate) fn thin_sparse(sparse: &mut Vec<(u64, u64)>, max: u64) {
+    let len = sparse.len() as u64;
+    if len <= max {
+        return;
+    }
+    let step = len.div_ceil(max);
+    let mut i = 0u64;
+    sparse.retain(|_| {
+        let keep = i % step == 0;
+        i += 1;
+        keep
+    });
+    debug_assert!(sparse.len() as u64 <= max);
+}
 
 /// What a file name in the log directory says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -231,6 +248,13 @@ impl<F: Fs> Segment<F> {
             }
             if (expected - self.first_index) % stride == 0 {
                 sparse.push((expected, frame.offset));
+            }
+            if expected == last && !frame.header.kind.commits() {
+                return Err(Error::corruption(
+                    &path,
+                    frame.offset,
+                    format!("sealed segment ends inside a batch at index {last}"),
+                ));
             }
             expected += 1;
         }
@@ -487,6 +511,15 @@ mod tests {
         let mut names = vec![c.file_name(), a.file_name(), b.file_name()];
         names.sort();
         assert_eq!(names, vec![a.file_name(), b.file_name(), c.file_name()]);
+    }
+
+    #[test]
+    fn thinning_keeps_the_first_and_bounds_the_size() {
+        let mut sparse: Vec<(u64, u64)> = (0..1000).map(|i| (i * 64, i * 1000)).collect();
+        thin_sparse(&mut sparse, 256);
+        assert!(sparse.len() <= 256 && sparse.len() >= 200);
+        assert_eq!(sparse[0], (0, 0));
+        assert!(sparse.windows(2).all(|w| w[0].0 < w[1].0));
     }
 
     #[test]

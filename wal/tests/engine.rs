@@ -641,3 +641,30 @@ fn a_new_nested_log_directory_survives_power_loss() {
         assert_eq!(collect(&wal).await.unwrap(), vec![(0, b"x".to_vec())]);
     });
 }
+
+#[test]
+fn a_newer_format_version_is_refused_not_deleted() {
+    block_on(async {
+        let fs = SimFs::new(23);
+        let wal = open(&fs, Options::default()).await.unwrap();
+        wal.append(b"x".to_vec()).await.unwrap();
+        let name = wal.segment_files()[0].0.clone();
+        drop(wal);
+        // Rewrite the header as version 2 with a valid checksum.
+        let path = dir().join(&name);
+        let f = fs.open(&path, OpenOptions::new().read(true).write(true)).await.unwrap();
+        let mut h = [0u8; 64];
+        f.read_exact_at(&mut h, 0).await.unwrap();
+        h[8..12].copy_from_slice(&2u32.to_le_bytes());
+        let crc = crc32fast::hash(&h[..60]);
+        h[60..64].copy_from_slice(&crc.to_le_bytes());
+        f.write_all_at(&h, 0).await.unwrap();
+        f.sync_data().await.unwrap();
+        let err = open(&fs, Options::default()).await.err().unwrap();
+        assert!(
+            matches!(&err, Error::Corruption { reason, .. } if reason.contains("version 2")),
+            "{err}"
+        );
+        assert!(fs.exists(&path).await.unwrap(), "the file is still there");
+    });
+}
