@@ -108,6 +108,20 @@ pub enum Error {
     /// The WAL was closed.
     #[error("the WAL is closed")]
     Closed,
+    /// The future of an operation that changes files was dropped half-way,
+    /// so memory and disk may disagree: the WAL stopped (reopen recovers).
+    #[error("{operation} was interrupted (its future was dropped) mid-way; reopen to recover")]
+    Interrupted {
+        /// The operation, e.g. `"group commit"`, `"truncate"`.
+        operation: &'static str,
+    },
+    /// An iterator's lease was revoked because it held pruning back too
+    /// often (see `Options::max_lease_holds`); create a new iterator.
+    #[error("iterator at index {position} expired: its lease held pruning back too long")]
+    IteratorExpired {
+        /// The index the iterator would have read next.
+        position: u64,
+    },
 }
 
 /// Shorthand for results of this crate.

@@ -17,12 +17,13 @@ use tracing::{debug, info, warn};
 
 use crate::codec::{encode_frame, encode_padding, frame_len, padding_len, FrameKind};
 use crate::error::{Error, Result};
+use crate::lifecycle::ActiveTail;
 use crate::options::SyncPolicy;
 use crate::recovery::Recovered;
 use crate::segment::{
     header_for, thin_sparse, SegMeta, Segment, SegmentName, ACTIVE_SPARSE_STRIDE, SPARSE_ENTRIES_MAX,
 };
-use crate::wal::Inner;
+use crate::wal::{Critical, Inner};
 
 /// One admitted append waiting to be written.
 pub(crate) struct Request {
@@ -45,10 +46,6 @@ struct Active<F: Fs> {
 /// The single writer's state, behind the async `writer` mutex.
 pub(crate) struct Writer<F: Fs> {
     active: Option<Active<F>>,
-    next_segment_id: u64,
-    /// Set while a group is being written; still set when the next leader
-    /// comes means the previous leader's future was dropped mid-write.
-    in_progress: bool,
     /// Reused encode buffer.
     buf: Vec<u8>,
 }
@@ -69,8 +66,6 @@ impl<F: Fs> Writer<F> {
         };
         Writer {
             active,
-            next_segment_id: rec.next_segment_id,
-            in_progress: false,
             buf: Vec::new(),
         }
     }
@@ -78,12 +73,6 @@ impl<F: Fs> Writer<F> {
     /// Leads one group: drains the queue, writes, syncs, completes requests.
     /// Errors are delivered to the requests, never returned.
     pub(crate) async fn run_group(&mut self, inner: &Inner<F>) {
-        if self.in_progress {
-            inner.stop(Error::InvalidArgument(
-                "a group commit was interrupted (its future was dropped mid-write); reopen to recover".into(),
-            ));
-            return;
-        }
         if let SyncPolicy::Batched {
             max_delay_us,
             max_records,
@@ -121,9 +110,11 @@ impl<F: Fs> Writer<F> {
         let Some(first) = group.first().map(|r| r.first_index) else {
             return;
         };
-        self.in_progress = true;
+        // Dropping this future mid-write stops the WAL (see `Critical`); the
+        // group's appenders then get `Stopped`.
+        let critical = Critical::enter(inner, "group commit");
         let outcome = self.write_group(inner, &group, durable_next).await;
-        self.in_progress = false;
+        critical.finish();
         match outcome {
             Ok(()) => complete(group, |r| Ok(r.first_index)),
             Err(GroupError::Abort(cause)) => {
@@ -149,6 +140,14 @@ impl<F: Fs> Writer<F> {
 
     /// Rotates if needed, encodes, writes, syncs and publishes one group.
     async fn write_group(&mut self, inner: &Inner<F>, group: &[Request], durable_next: u64) -> Result<(), GroupError> {
+        // The clean-shutdown marker must go before the log changes.
+        if let Err(e) = inner.ensure_dirty().await {
+            return Err(if e.is_stopped() {
+                GroupError::Stop(e)
+            } else {
+                GroupError::Abort(e)
+            });
+        }
         let records: u64 = group.iter().map(|r| r.records.len() as u64).sum();
         let frame_bytes: u64 = group
             .iter()
@@ -310,9 +309,34 @@ impl<F: Fs> Writer<F> {
         Ok(())
     }
 
+    /// Where the active segment ends, for the clean-shutdown marker.
+    pub(crate) fn active_end(&self) -> Option<(u64, u64)> {
+        self.active.as_ref().map(|a| (a.seg.id, a.write_offset))
+    }
+
+    /// Forgets the active segment (its file was removed by a full prune).
+    pub(crate) fn reset_active(&mut self) {
+        self.active = None;
+    }
+
+    /// Installs the segment that holds the last record after a truncation
+    /// (or none: the next append creates one).
+    pub(crate) fn after_truncate(&mut self, holder: Option<ActiveTail<F>>) {
+        self.active = holder.map(|(seg, file, end)| {
+            let records = seg.meta().last_index.map_or(0, |l| l - seg.first_index + 1);
+            Active {
+                seg,
+                file,
+                write_offset: end,
+                records,
+            }
+        });
+    }
+
     /// Seals the active segment if it holds records (rotation on request).
     pub(crate) async fn rotate(&mut self, inner: &Inner<F>) -> Result<()> {
         inner.state().check_usable()?;
+        inner.ensure_dirty().await?;
         if self.active.as_ref().is_some_and(|a| a.records > 0) {
             match self.seal(inner).await {
                 Ok(()) => {}
@@ -388,8 +412,7 @@ impl<F: Fs> Writer<F> {
     /// Creates a new active segment starting at `first`: create, header,
     /// fsync the file, fsync the directory, then publish it.
     async fn create_active(&mut self, inner: &Inner<F>, first: u64) -> Result<(), GroupError> {
-        let id = self.next_segment_id;
-        self.next_segment_id += 1;
+        let id = inner.next_segment_id();
         let path = inner.dir.join(SegmentName::Active { first, id }.file_name());
         let (file, data_start) = match self.create_file(inner, &path, id, first).await {
             Ok(f) => f,

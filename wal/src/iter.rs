@@ -31,6 +31,16 @@ pub struct WalIter<F: Fs> {
     inner: Arc<Inner<F>>,
     next: u64,
     reader: Option<SegmentReader<F>>,
+    /// The segment's rewrite count when the reader was made.
+    reader_rewrites: u64,
+    /// This iterator's lease: prune keeps what it still needs.
+    lease: u64,
+}
+
+impl<F: Fs> Drop for WalIter<F> {
+    fn drop(&mut self) {
+        self.inner.leases().release(self.lease);
+    }
 }
 
 /// The segment being read and the reader positioned in it.
@@ -38,10 +48,13 @@ type SegmentReader<F> = (Arc<Segment<F>>, FrameReader<<F as Fs>::File>);
 
 impl<F: Fs> WalIter<F> {
     pub(crate) fn new(inner: Arc<Inner<F>>, next: u64) -> Self {
+        let lease = inner.leases().take(next);
         WalIter {
             inner,
             next,
             reader: None,
+            reader_rewrites: 0,
+            lease,
         }
     }
 
@@ -66,18 +79,40 @@ impl<F: Fs> WalIter<F> {
         {
             let st = self.inner.state();
             st.check_usable()?;
+            if self.inner.leases().revoked(self.lease) {
+                return Err(Error::IteratorExpired { position: self.next });
+            }
+            if self.next < st.first_index {
+                // Only records that never existed can have been pruned under
+                // a live lease (it was caught up): skip to the new start.
+                self.next = st.first_index;
+                self.reader = None;
+            }
             if self.next >= st.readable_next {
                 return Ok(None);
             }
         }
         let index = self.next;
         let stale = match &self.reader {
-            Some((seg, _)) => seg.meta().last_index.is_none_or(|l| index > l) && !seg_is_active(seg),
+            Some((seg, _)) => {
+                (seg.meta().last_index.is_none_or(|l| index > l) && !seg_is_active(seg))
+                    || seg.rewrites() != self.reader_rewrites
+            }
             None => true,
         };
         if stale {
             let seg = self.inner.segment_for(index)?;
-            let reader = seg.reader_at(&self.inner.fs, index).await?;
+            let rewrites = seg.rewrites();
+            let reader = match seg.reader_at(&self.inner.fs, index).await {
+                Ok(r) => r,
+                // Compaction replaced the segment since we looked it up: once more.
+                Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                    let seg = self.inner.segment_for(index)?;
+                    seg.reader_at(&self.inner.fs, index).await?
+                }
+                Err(e) => return Err(e),
+            };
+            self.reader_rewrites = rewrites;
             self.reader = Some((seg, reader));
         }
         let Some((seg, reader)) = self.reader.as_mut() else {
@@ -98,6 +133,7 @@ impl<F: Fs> WalIter<F> {
                 return Err(Error::corruption(&path, frame.offset, format!("index {index} missing")));
             }
             self.next += 1;
+            self.inner.leases().advance(self.lease, self.next);
             return Ok(Some((index, frame.payload)));
         }
     }

@@ -31,6 +31,8 @@ pub mod codec;
 mod error;
 mod group_commit;
 mod iter;
+mod lifecycle;
+mod meta;
 mod options;
 mod recovery;
 mod segment;
@@ -39,6 +41,7 @@ mod wal;
 
 pub use error::{Error, Result};
 pub use iter::WalIter;
+pub use lifecycle::{CompactionOptions, CompactionPlan, CompactionRun, SegmentInfo};
 pub use options::{Options, RecoveryMode, Sleeper, SyncPolicy};
 pub use recovery::RecoveryReport;
 pub use wal::{Stats, Wal};

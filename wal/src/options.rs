@@ -131,6 +131,10 @@ pub struct Options {
     /// padding off for devices trusted to write sectors atomically. A power
     /// of two in `8..=1 MiB`.
     pub durable_alignment_bytes: u64,
+    /// How many prune calls an iterator's lease may hold back before it is
+    /// revoked (its iterator then returns `Error::IteratorExpired`): a leaked
+    /// iterator cannot wedge pruning forever.
+    pub max_lease_holds: u32,
 }
 
 impl Default for Options {
@@ -147,6 +151,7 @@ impl Default for Options {
             max_queue_bytes: 128 << 20,
             max_queue_appends: 65_536,
             durable_alignment_bytes: 4096,
+            max_lease_holds: 16,
         }
     }
 }

@@ -25,6 +25,7 @@ use crate::codec::{
     FRAME_HEADER_BYTES, SEGMENT_HEADER_BYTES,
 };
 use crate::error::{Error, Result};
+use crate::meta::{read_meta, CleanMarker, Meta, META_NAME};
 use crate::options::RecoveryMode;
 use crate::segment::{
     header_for, FrameReader, ReadStop, SegMeta, Segment, SegmentName, ACTIVE_SPARSE_STRIDE, SEGMENT_SUFFIX, TMP_SUFFIX,
@@ -53,6 +54,9 @@ pub struct RecoveryReport {
     pub removed_files: Vec<String>,
     /// Names in the directory that are not the log's and were left alone.
     pub ignored_files: Vec<String>,
+    /// Whether a clean-shutdown marker let open skip scanning the active
+    /// segment (no record data was read).
+    pub clean_reopen: bool,
 }
 
 /// The recovered state handed to the engine.
@@ -63,6 +67,8 @@ pub(crate) struct Recovered<F: Fs> {
     pub first_index: u64,
     pub next_index: u64,
     pub next_segment_id: u64,
+    /// The meta file as found (None for a new log).
+    pub meta: Option<Meta>,
     pub report: RecoveryReport,
 }
 
@@ -74,11 +80,15 @@ pub(crate) async fn recover<F: Fs>(
     default_first_index: u64,
 ) -> Result<Recovered<F>> {
     let mut report = RecoveryReport::default();
+    let meta = read_meta(fs, dir).await?;
     let entries = fs.read_dir(dir).await.map_err(|e| Error::io("read_dir", dir, 0, e))?;
     let mut sealed: Vec<(SegmentName, String)> = Vec::new();
     let mut active: Vec<(SegmentName, String)> = Vec::new();
     let mut leftovers = Vec::new();
     for entry in entries {
+        if entry.name == META_NAME && !entry.is_dir {
+            continue;
+        }
         if entry.name.ends_with(TMP_SUFFIX) && !entry.is_dir {
             leftovers.push(entry.name);
             continue;
@@ -103,9 +113,12 @@ pub(crate) async fn recover<F: Fs>(
             None => report.ignored_files.push(entry.name),
         }
     }
+    let low_water = meta.map(|m| m.low_water);
+    leftovers.extend(reconcile(&mut sealed, &active, low_water));
     validate_names(dir, &sealed, &active)?;
-    // Temporary files of interrupted operations: removed only once the names
-    // proved valid (the directory fsync below makes the removal durable).
+    // Temporary files and leftovers of interrupted operations: removed only
+    // once the names proved valid (the directory fsync below makes the
+    // removals durable).
     for name in leftovers {
         let path = dir.join(&name);
         fs.remove_file(&path)
@@ -119,7 +132,8 @@ pub(crate) async fn recover<F: Fs>(
         .map(|(n, _)| n.id())
         .max()
         .map_or(Some(1), |m| m.checked_add(1))
-        .ok_or_else(|| Error::corruption(dir, 0, "segment ids exhausted"))?;
+        .ok_or_else(|| Error::corruption(dir, 0, "segment ids exhausted"))?
+        .max(meta.map_or(1, |m| m.next_segment_id));
 
     let mut segments: Vec<Arc<Segment<F>>> = sealed
         .iter()
@@ -145,14 +159,27 @@ pub(crate) async fn recover<F: Fs>(
         .collect();
     report.sealed_segments = segments.len();
 
+    let empty_next = low_water.unwrap_or(default_first_index);
     let mut next_index = match sealed.last() {
         Some((SegmentName::Sealed { last, .. }, _)) => last.saturating_add(1),
-        _ => default_first_index,
+        _ => empty_next,
     };
     let mut active_file = None;
     if let Some((name, file_name)) = active.first() {
         let path = dir.join(file_name);
-        match scan_active(fs, &path, name.id(), name.first(), mode, &mut report).await? {
+        let clean = meta.and_then(|m| m.clean).filter(|c| c.active_id == name.id());
+        let scan = match clean {
+            Some(c) => fast_open(fs, &path, name.first(), c).await?,
+            None => None,
+        };
+        let scan = match scan {
+            Some(s) => {
+                report.clean_reopen = true;
+                s
+            }
+            None => scan_active(fs, &path, name.id(), name.first(), mode, &mut report).await?,
+        };
+        match scan {
             ActiveScan::Torn => {
                 // A new segment whose header never became durable, holding no
                 // valid frame: nothing in it was ever acknowledged.
@@ -161,7 +188,7 @@ pub(crate) async fn recover<F: Fs>(
                     .map_err(|e| Error::io("remove", &path, 0, e))?;
                 report.removed_files.push(file_name.clone());
                 if sealed.is_empty() {
-                    next_index = name.first();
+                    next_index = name.first().max(empty_next);
                 }
             }
             ActiveScan::Valid {
@@ -169,6 +196,7 @@ pub(crate) async fn recover<F: Fs>(
                 next,
                 end_offset,
                 sparse,
+                sparse_complete,
             } => {
                 report.active_segment = true;
                 let last_index = if next > name.first() { Some(next - 1) } else { None };
@@ -181,7 +209,7 @@ pub(crate) async fn recover<F: Fs>(
                         sealed: false,
                         end_offset,
                         sparse,
-                        sparse_complete: true,
+                        sparse_complete,
                     },
                     Some(file.clone()),
                 )));
@@ -189,12 +217,20 @@ pub(crate) async fn recover<F: Fs>(
                 next_index = next;
             }
         }
+    } else if meta.and_then(|m| m.clean).is_some_and(|c| c.active_id == 0) {
+        report.clean_reopen = true;
     }
     // After a process crash, names (new segments, seals, removals) may exist
     // only in the page cache; they are served from now on, so make them
     // durable. One directory fsync per open; it needs no free space.
     fs.sync_dir(dir).await.map_err(|e| Error::io("sync_dir", dir, 0, e))?;
-    let first_index = segments.first().map_or(next_index, |s| s.first_index);
+    // The first index never moves backwards: the low-water mark holds it
+    // even when every segment is gone.
+    let first_index = segments
+        .first()
+        .map_or(next_index, |s| s.first_index)
+        .max(low_water.unwrap_or(0))
+        .min(next_index);
     info!(
         dir = %dir.display(),
         sealed = report.sealed_segments,
@@ -211,8 +247,76 @@ pub(crate) async fn recover<F: Fs>(
         first_index,
         next_index,
         next_segment_id,
+        meta,
         report,
     })
+}
+
+/// Reconciles leftovers of interrupted lifecycle operations and returns the
+/// names to remove. Each rule keeps exactly one copy of every index:
+/// - segments wholly below the low-water mark: an interrupted prune;
+/// - a sealed segment with the same id and first index as the active one:
+///   an interrupted truncation that rewrote the sealed segment as active;
+/// - sealed segments whose range lies inside a sealed segment with a higher
+///   id: the inputs of an interrupted compaction (its output is renamed into
+///   place only once durable, so it is complete).
+fn reconcile(
+    sealed: &mut Vec<(SegmentName, String)>,
+    active: &[(SegmentName, String)],
+    low_water: Option<u64>,
+) -> Vec<String> {
+    let mut stale = Vec::new();
+    let range = |n: &SegmentName| match *n {
+        SegmentName::Sealed { first, last, .. } => (first, last),
+        SegmentName::Active { first, .. } => (first, u64::MAX),
+    };
+    if let Some(low) = low_water {
+        let below = |n: &SegmentName| match *n {
+            SegmentName::Sealed { last, .. } => last < low,
+            SegmentName::Active { .. } => false,
+        };
+        stale.extend(sealed.iter().filter(|(n, _)| below(n)).map(|(_, s)| s.clone()));
+        sealed.retain(|(n, _)| !below(n));
+    }
+    let rewritten: Vec<(u64, u64)> = active.iter().map(|(n, _)| (n.first(), n.id())).collect();
+    let is_rewritten = |n: &SegmentName| rewritten.contains(&(n.first(), n.id()));
+    stale.extend(sealed.iter().filter(|(n, _)| is_rewritten(n)).map(|(_, s)| s.clone()));
+    sealed.retain(|(n, _)| !is_rewritten(n));
+    let outputs: Vec<(u64, u64, u64)> = sealed
+        .iter()
+        .map(|(n, _)| {
+            let (f, l) = range(n);
+            (f, l, n.id())
+        })
+        .collect();
+    let inside_newer = |n: &SegmentName| {
+        let (f, l) = range(n);
+        outputs.iter().any(|&(of, ol, oid)| oid > n.id() && of <= f && l <= ol)
+    };
+    stale.extend(sealed.iter().filter(|(n, _)| inside_newer(n)).map(|(_, s)| s.clone()));
+    sealed.retain(|(n, _)| !inside_newer(n));
+    stale
+}
+
+/// Opens the active segment without reading record data, if the clean
+/// shutdown marker matches it (same id, same length). `None`: fall back to a scan.
+async fn fast_open<F: Fs>(fs: &F, path: &Path, first: u64, clean: CleanMarker) -> Result<Option<ActiveScan<F::File>>> {
+    let file = fs
+        .open(path, OpenOptions::new().read(true).write(true))
+        .await
+        .map_err(|e| Error::io("open", path, 0, e))?;
+    let len = file.len().await.map_err(|e| Error::io("len", path, 0, e))?;
+    if len != clean.active_len || clean.next_index < first || len < SEGMENT_HEADER_BYTES as u64 {
+        warn!(path = %path.display(), len, marker = ?clean, "clean-shutdown marker does not match; scanning");
+        return Ok(None);
+    }
+    Ok(Some(ActiveScan::Valid {
+        file: Arc::new(file),
+        next: clean.next_index,
+        end_offset: len,
+        sparse: Vec::new(),
+        sparse_complete: false,
+    }))
 }
 
 /// Gaps, overlaps, duplicates and misplaced active segments are corruption.
@@ -277,6 +381,9 @@ enum ActiveScan<Fl> {
         next: u64,
         end_offset: u64,
         sparse: Vec<(u64, u64)>,
+        /// False when the segment was not scanned (clean reopen): the sparse
+        /// index is built on first read.
+        sparse_complete: bool,
     },
 }
 
@@ -397,6 +504,7 @@ async fn scan_active<F: Fs>(
         next,
         end_offset: committed_end,
         sparse,
+        sparse_complete: true,
     })
 }
 

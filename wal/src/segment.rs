@@ -7,6 +7,7 @@
 //! log order, and carry the segment id, which is never reused.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use simfs::{File, Fs, OpenOptions};
@@ -154,9 +155,23 @@ pub(crate) struct Segment<F: Fs> {
     pub seed: FrameSeed,
     meta: Mutex<SegMeta>,
     file: Mutex<Option<Arc<F::File>>>,
+    /// Bumped whenever the file's content below `end_offset` changes
+    /// (truncation): readers holding buffered bytes must start over.
+    rewrites: AtomicU64,
 }
 
 impl<F: Fs> Segment<F> {
+    /// How often the segment was rewritten (see `rewrites`).
+    pub(crate) fn rewrites(&self) -> u64 {
+        self.rewrites.load(Ordering::Acquire)
+    }
+
+    /// Installs a new handle after the file was cut or replaced.
+    pub(crate) fn replace_file(&self, file: Arc<F::File>) {
+        *self.file.lock().unwrap_or_else(|e| e.into_inner()) = Some(file);
+        self.rewrites.fetch_add(1, Ordering::AcqRel);
+    }
+
     pub(crate) fn new(id: u64, first_index: u64, meta: SegMeta, file: Option<Arc<F::File>>) -> Self {
         Segment {
             id,
@@ -164,6 +179,7 @@ impl<F: Fs> Segment<F> {
             seed: header_for(id, first_index).frame_seed(),
             meta: Mutex::new(meta),
             file: Mutex::new(file),
+            rewrites: AtomicU64::new(0),
         }
     }
 
@@ -218,20 +234,26 @@ impl<F: Fs> Segment<F> {
     /// index. Any damage is `Corruption`: a sealed segment's range is promised
     /// by its name.
     async fn build_sparse(&self, fs: &F) -> Result<()> {
-        let (path, last) = {
+        let (path, last, sealed, end) = {
             let m = self.meta();
             if m.sparse_complete {
                 return Ok(());
             }
-            (m.path.clone(), m.last_index)
+            (m.path.clone(), m.last_index, m.sealed, m.end_offset)
         };
         let Some(last) = last else { return Ok(()) };
         self.check_header(fs).await?;
         let file = self.file(fs).await?;
         let len = file.len().await.map_err(|e| Error::io("len", &path, 0, e))?;
         let count = last - self.first_index + 1;
-        let stride = (count / SPARSE_ENTRIES_MAX).max(ACTIVE_SPARSE_STRIDE);
-        let mut reader = FrameReader::new(file, self.seed, SEGMENT_HEADER_BYTES as u64, len);
+        // The active segment's writer adds entries every ACTIVE_SPARSE_STRIDE.
+        let stride = if sealed {
+            (count / SPARSE_ENTRIES_MAX).max(ACTIVE_SPARSE_STRIDE)
+        } else {
+            ACTIVE_SPARSE_STRIDE
+        };
+        let limit = if sealed { len } else { end.min(len) };
+        let mut reader = FrameReader::new(file, self.seed, SEGMENT_HEADER_BYTES as u64, limit);
         let mut sparse = Vec::new();
         let mut expected = self.first_index;
         while expected <= last {
@@ -249,7 +271,7 @@ impl<F: Fs> Segment<F> {
             if (expected - self.first_index) % stride == 0 {
                 sparse.push((expected, frame.offset));
             }
-            if expected == last && !frame.header.kind.commits() {
+            if sealed && expected == last && !frame.header.kind.commits() {
                 return Err(Error::corruption(
                     &path,
                     frame.offset,
@@ -259,9 +281,13 @@ impl<F: Fs> Segment<F> {
             expected += 1;
         }
         let mut m = self.meta();
+        // Entries the writer added meanwhile (active segment) are kept.
+        sparse.extend(m.sparse.iter().filter(|e| e.0 > last).copied());
         m.sparse = sparse;
         m.sparse_complete = true;
-        m.end_offset = len;
+        if sealed {
+            m.end_offset = len;
+        }
         Ok(())
     }
 
@@ -291,9 +317,7 @@ impl<F: Fs> Segment<F> {
 
     /// A reader positioned at or before the frame of `index`.
     pub(crate) async fn reader_at(&self, fs: &F, index: u64) -> Result<FrameReader<F::File>> {
-        if self.meta().sealed {
-            self.build_sparse(fs).await?;
-        }
+        self.build_sparse(fs).await?;
         let file = self.file(fs).await?;
         let (start, end) = {
             let m = self.meta();

@@ -2,6 +2,7 @@
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures::channel::oneshot;
@@ -12,6 +13,8 @@ use tracing::{error, info};
 use crate::error::{Error, Result};
 use crate::group_commit::{Request, Writer};
 use crate::iter::WalIter;
+use crate::lifecycle::{CompactionOptions, CompactionPlan, Leases, SegmentInfo};
+use crate::meta::Meta;
 use crate::options::{Options, SyncPolicy};
 use crate::recovery::{recover, RecoveryReport};
 use crate::segment::Segment;
@@ -40,6 +43,12 @@ pub struct Stats {
     pub segments: u64,
     /// Segment rotations.
     pub rotations: u64,
+    /// Prune calls that removed segments.
+    pub prunes: u64,
+    /// Truncations that removed records.
+    pub truncations: u64,
+    /// Compaction merges.
+    pub compactions: u64,
     /// Bytes of segment files on disk (known sizes).
     pub bytes_on_disk: u64,
 }
@@ -74,6 +83,9 @@ pub(crate) struct State<F: Fs> {
     pub first_index: u64,
     /// Sealed segments then (maybe) the active one, in log order.
     pub segments: Vec<Arc<Segment<F>>>,
+    /// The log was emptied by a prune (or truncation) through its end: the
+    /// next `append_at` may start at any index at or above `admit_next`.
+    pub reseatable: bool,
     pub stats: Stats,
 }
 
@@ -99,11 +111,33 @@ pub(crate) struct Inner<F: Fs> {
     pub state: Mutex<State<F>>,
     pub writer: futures::lock::Mutex<Writer<F>>,
     pub report: RecoveryReport,
+    /// Serializes prune, truncate, compaction and close.
+    pub lifecycle: futures::lock::Mutex<()>,
+    /// The meta file's current content; its lock serializes meta writes.
+    pub meta: futures::lock::Mutex<Meta>,
+    /// Every segment id below this was used; never reused.
+    pub next_segment_id: AtomicU64,
+    /// Reader leases of live iterators.
+    pub leases: Mutex<Leases>,
 }
 
 impl<F: Fs> Inner<F> {
     pub(crate) fn state(&self) -> MutexGuard<'_, State<F>> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A fresh segment id (never reused: see the meta file's high-water mark).
+    pub(crate) fn next_segment_id(&self) -> u64 {
+        self.next_segment_id.fetch_add(1, Ordering::AcqRel)
+    }
+
+    /// The id the next segment would get.
+    pub(crate) fn peek_segment_id(&self) -> u64 {
+        self.next_segment_id.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn leases(&self) -> MutexGuard<'_, Leases> {
+        self.leases.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Stops the WAL (fail-stop): every queued and later call fails with `cause`.
@@ -121,6 +155,38 @@ impl<F: Fs> Inner<F> {
             let _ = r.done.send(Err(stopped.clone()));
         }
         stopped
+    }
+}
+
+/// Marks a section that changes files: if its future is dropped before
+/// `finish`, memory and disk may disagree, so the WAL stops at once.
+pub(crate) struct Critical<'a, F: Fs> {
+    inner: &'a Inner<F>,
+    operation: &'static str,
+    armed: bool,
+}
+
+impl<'a, F: Fs> Critical<'a, F> {
+    pub(crate) fn enter(inner: &'a Inner<F>, operation: &'static str) -> Self {
+        Critical {
+            inner,
+            operation,
+            armed: true,
+        }
+    }
+
+    pub(crate) fn finish(mut self) {
+        self.armed = false;
+    }
+}
+
+impl<F: Fs> Drop for Critical<'_, F> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.inner.stop(Error::Interrupted {
+                operation: self.operation,
+            });
+        }
     }
 }
 
@@ -176,15 +242,16 @@ impl<F: Fs> Wal<F> {
                 fs.create_dir_all(dir)
                     .await
                     .map_err(|e| Error::io("create_dir", dir, 0, e))?;
-                // Every directory created may be new: make each entry
-                // durable, up to the root, or a power loss takes the log.
-                for ancestor in dir.ancestors().skip(1).filter(|p| !p.as_os_str().is_empty()) {
-                    fs.sync_dir(ancestor)
-                        .await
-                        .map_err(|e| Error::io("sync_dir", ancestor, 0, e))?;
-                }
             }
             Err(e) => return Err(Error::io("metadata", dir, 0, e)),
+        }
+        // The directory or its ancestors may have been created by this open
+        // or by one that crashed: make every entry on the path durable, or a
+        // power loss takes the whole log. A few directory fsyncs per open.
+        for ancestor in dir.ancestors().skip(1).filter(|p| !p.as_os_str().is_empty()) {
+            fs.sync_dir(ancestor)
+                .await
+                .map_err(|e| Error::io("sync_dir", ancestor, 0, e))?;
         }
         let lock = fs.lock_dir(dir).await.map_err(|e| {
             if e.kind() == std::io::ErrorKind::WouldBlock {
@@ -211,6 +278,7 @@ impl<F: Fs> Wal<F> {
             readable_next: rec.next_index,
             durable_next: rec.next_index,
             first_index: rec.first_index,
+            reseatable: false,
             segments: rec.segments,
             stats,
         };
@@ -223,6 +291,14 @@ impl<F: Fs> Wal<F> {
                 state: Mutex::new(state),
                 writer: futures::lock::Mutex::new(writer),
                 report: rec.report,
+                lifecycle: futures::lock::Mutex::new(()),
+                meta: futures::lock::Mutex::new(rec.meta.unwrap_or(Meta {
+                    low_water: rec.first_index,
+                    next_segment_id: rec.next_segment_id,
+                    clean: None,
+                })),
+                next_segment_id: AtomicU64::new(rec.next_segment_id),
+                leases: Mutex::new(Leases::default()),
             }),
         })
     }
@@ -255,22 +331,13 @@ impl<F: Fs> Wal<F> {
     async fn submit(&self, records: Vec<Vec<u8>>, batch: bool, at: Option<u64>) -> Result<u64> {
         let inner = &self.inner;
         let bytes = check_records(&inner.opts, &records)?;
+        let mut records = records;
         let mut done = loop {
-            match inner.admit(&records, bytes, at)? {
-                Some((first, tx, rx)) => {
-                    let mut st = inner.state();
-                    st.queue.push_back(Request {
-                        first_index: first,
-                        records,
-                        batch,
-                        bytes,
-                        done: tx,
-                    });
-                    st.queued_bytes += bytes;
-                    break rx;
-                }
-                None => {
+            match inner.admit(records, batch, bytes, at)? {
+                Ok(rx) => break rx,
+                Err(back) => {
                     // Backpressure: the queue is full; help drain it.
+                    records = back;
                     let mut w = inner.writer.lock().await;
                     w.run_group(inner).await;
                 }
@@ -311,7 +378,10 @@ impl<F: Fs> Wal<F> {
         let mut w = self.inner.writer.lock().await;
         self.inner.state().check_usable()?;
         w.run_group(&self.inner).await;
-        w.rotate(&self.inner).await
+        let critical = Critical::enter(&self.inner, "rotation");
+        let result = w.rotate(&self.inner).await;
+        critical.finish();
+        result
     }
 
     /// Reads the record at `index`. Only acknowledged records are readable.
@@ -418,32 +488,192 @@ impl<F: Fs> Wal<F> {
     /// the directory lock. Later calls on iterators return `Closed`.
     pub async fn close(self) -> Result<()> {
         let inner = &self.inner;
+        let _lifecycle = inner.lifecycle.lock().await;
         let mut w = inner.writer.lock().await;
         while !inner.state().queue.is_empty() {
             w.run_group(inner).await;
         }
-        let result = w.sync(inner).await;
+        let mut result = w.sync(inner).await;
+        if result.is_ok() {
+            // Where the log ends, so the next open reads no record data.
+            result = inner.write_clean_marker(w.active_end()).await;
+        }
         inner.state().closed = true;
         drop(w);
         inner.lock.lock().unwrap_or_else(|e| e.into_inner()).take();
         info!(dir = %inner.dir.display(), "closed");
         result
     }
+
+    /// Removes whole sealed segments whose records are all at or below `k`,
+    /// oldest first, and returns the new first index. Records above `k` in a
+    /// segment that also holds records at or below it stay (pruning is by
+    /// segment). If `k` is at or past the last record, the log is emptied and
+    /// the next index becomes `k + 1` (snapshot install; on an empty log,
+    /// [`Wal::append_at`] accepts any index at or above that).
+    ///
+    /// Crash safety: the new first index is made durable (meta file) before
+    /// any file is removed, so a crash at any point leaves one contiguous
+    /// range and the first index never moves backwards. Appends run while
+    /// the files are removed. Iterators keep what they still need: the prune
+    /// stops below the lowest position of a live iterator (see
+    /// `Options::max_lease_holds` for leaked iterators).
+    pub async fn prune_through(&self, k: u64) -> Result<u64> {
+        let inner = &self.inner;
+        let _lifecycle = inner.lifecycle.lock().await;
+        let (first, readable) = {
+            let st = inner.state();
+            st.check_usable()?;
+            (st.first_index, st.readable_next)
+        };
+        if k < first {
+            return Ok(first);
+        }
+        // Never beyond what a live iterator still needs.
+        let k_eff = inner.leases().limit(k, readable, inner.opts.max_lease_holds);
+        let whole = k_eff == k && (readable == first || k >= readable - 1);
+        let critical = Critical::enter(inner, "prune");
+        let result = async {
+            if whole {
+                let mut w = inner.writer.lock().await;
+                while !inner.state().queue.is_empty() {
+                    w.run_group(inner).await;
+                }
+                inner.state().check_usable()?;
+                let k = k.max(inner.state().readable_next.saturating_sub(1));
+                let r = inner.prune_all(k).await;
+                w.reset_active();
+                r
+            } else {
+                inner.prune_sealed(k_eff).await
+            }
+        }
+        .await;
+        critical.finish();
+        let new_first = result?;
+        if new_first > first {
+            inner.state().stats.prunes += 1;
+        }
+        Ok(new_first)
+    }
+
+    /// Removes every record above `k`, durably: once this returns `Ok`, they
+    /// never reappear. Appends continue at `k + 1`. `k` must be in
+    /// `[first - 1, last]` (`OutOfRange` otherwise); [`Wal::truncate_from`]
+    /// expresses "remove everything" when the first index is 0.
+    pub async fn truncate_after(&self, k: u64) -> Result<()> {
+        let from = k
+            .checked_add(1)
+            .ok_or_else(|| Error::InvalidArgument("truncate_after(u64::MAX)".into()))?;
+        self.truncate_from(from).await
+    }
+
+    /// Removes every record at or above `from` (Raft's "conflict at entry
+    /// `from`"; `from == first_index()` empties the log). `from` must be in
+    /// `[first, next]`. Segments above the cut go newest first, each removal
+    /// durable, then the segment holding `from - 1` is cut and fsynced: at
+    /// every crash point what remains is a contiguous prefix.
+    pub async fn truncate_from(&self, from: u64) -> Result<()> {
+        let inner = &self.inner;
+        let _lifecycle = inner.lifecycle.lock().await;
+        let mut w = inner.writer.lock().await;
+        while !inner.state().queue.is_empty() {
+            w.run_group(inner).await;
+        }
+        {
+            let st = inner.state();
+            st.check_usable()?;
+            if from < st.first_index || from > st.readable_next {
+                return Err(Error::OutOfRange {
+                    index: from,
+                    first: st.first_index,
+                    next: st.readable_next,
+                });
+            }
+            if from == st.readable_next {
+                return Ok(());
+            }
+        }
+        let critical = Critical::enter(inner, "truncate");
+        let result = inner.truncate_from(from).await;
+        critical.finish();
+        match result {
+            Ok(holder) => w.after_truncate(holder),
+            // Memory already forgot the doomed records: disk and memory
+            // may disagree now, so stop (reopen recovers a consistent log).
+            Err(e) => return Err(inner.stop(e)),
+        }
+        inner.state().stats.truncations += 1;
+        Ok(())
+    }
+
+    /// What [`Wal::compact`] would merge now: a dry run. `Display` prints it.
+    pub async fn compaction_plan(&self, opts: CompactionOptions) -> Result<CompactionPlan> {
+        self.inner.state().check_usable()?;
+        Ok(CompactionPlan::build(&self.inner.segment_infos().await, opts))
+    }
+
+    /// Merges runs of small adjacent sealed segments into one segment each
+    /// and returns what it did. Crash-safe: each output is durable under its
+    /// final name before its inputs are removed, and open reconciles an
+    /// interrupted run, keeping exactly one copy of every index. Appends run
+    /// meanwhile.
+    pub async fn compact(&self, opts: CompactionOptions) -> Result<CompactionPlan> {
+        let inner = &self.inner;
+        let _lifecycle = inner.lifecycle.lock().await;
+        inner.state().check_usable()?;
+        let plan = CompactionPlan::build(&inner.segment_infos().await, opts);
+        let critical = Critical::enter(inner, "compaction");
+        for run in &plan.runs {
+            if let Err(e) = inner.compact_run(run).await {
+                critical.finish();
+                return Err(e);
+            }
+        }
+        critical.finish();
+        Ok(plan)
+    }
+
+    /// The segments, in log order, with first and last index, size and state.
+    pub async fn segments(&self) -> Vec<SegmentInfo> {
+        self.inner.segment_infos().await
+    }
+
+    /// Bytes of all segment files.
+    pub async fn bytes_on_disk(&self) -> u64 {
+        self.inner.segment_infos().await.iter().map(|s| s.bytes).sum()
+    }
+
+    /// How many iterators hold a lease (live iterators).
+    pub fn live_iterators(&self) -> usize {
+        self.inner.leases().len()
+    }
 }
 
 impl<F: Fs> Inner<F> {
-    /// Admission: checks and assigns indices under the state lock, so index
-    /// order equals queue order equals disk order. `None` if the queue is full.
+    /// Admission: checks, assigns indices and enqueues in ONE critical
+    /// section of the state lock, so index order equals queue order equals
+    /// disk order, whatever the executor. `Err(records)` if the queue is full.
     #[allow(clippy::type_complexity)]
     fn admit(
         &self,
-        records: &[Vec<u8>],
+        records: Vec<Vec<u8>>,
+        batch: bool,
         bytes: usize,
         at: Option<u64>,
-    ) -> Result<Option<(u64, oneshot::Sender<Result<u64>>, oneshot::Receiver<Result<u64>>)>> {
+    ) -> Result<std::result::Result<oneshot::Receiver<Result<u64>>, Vec<Vec<u8>>>> {
         let mut st = self.state();
         st.check_usable()?;
+        let empty = st.reseatable && st.segments.is_empty() && st.queue.is_empty() && st.admit_next == st.first_index;
         if let Some(index) = at {
+            if empty && index > st.admit_next {
+                // An empty log (new, or pruned through its end) may start at
+                // any index at or above its next index (snapshot install).
+                st.first_index = index;
+                st.admit_next = index;
+                st.readable_next = index;
+                st.durable_next = index;
+            }
             if index != st.admit_next {
                 return Err(Error::WrongIndex {
                     expected: st.admit_next,
@@ -454,15 +684,28 @@ impl<F: Fs> Inner<F> {
         let full = !st.queue.is_empty()
             && (st.queued_bytes + bytes > self.opts.max_queue_bytes || st.queue.len() >= self.opts.max_queue_appends);
         if full {
-            return Ok(None);
+            return Ok(Err(records));
         }
         let first = st.admit_next;
+        st.reseatable = false;
         st.admit_next = first
             .checked_add(records.len() as u64)
             .filter(|&n| n < u64::MAX)
             .ok_or_else(|| Error::InvalidArgument("the u64 index space is exhausted".into()))?;
         let (tx, rx) = oneshot::channel();
-        Ok(Some((first, tx, rx)))
+        debug_assert!(st
+            .queue
+            .back()
+            .is_none_or(|r| r.first_index + r.records.len() as u64 == first));
+        st.queue.push_back(Request {
+            first_index: first,
+            records,
+            batch,
+            bytes,
+            done: tx,
+        });
+        st.queued_bytes += bytes;
+        Ok(Ok(rx))
     }
 
     /// The segment holding readable `index`.

@@ -668,3 +668,41 @@ fn a_newer_format_version_is_refused_not_deleted() {
         assert!(fs.exists(&path).await.unwrap(), "the file is still there");
     });
 }
+
+#[test]
+fn appenders_on_many_os_threads_keep_index_order() {
+    let tmp = tempfile::tempdir().unwrap();
+    let wal = std::sync::Arc::new(block_on(Wal::open(OsFs::new(), tmp.path(), Options::default())).unwrap());
+    let threads: Vec<_> = (0..4u64)
+        .map(|t| {
+            let wal = wal.clone();
+            std::thread::spawn(move || {
+                let mut mine = Vec::new();
+                for s in 0..200u64 {
+                    let data = format!("t{t}-s{s}").into_bytes();
+                    let i = if s % 7 == 0 {
+                        block_on(wal.append_batch(vec![data.clone(), data.clone()])).unwrap()
+                    } else {
+                        block_on(wal.append(data.clone())).unwrap()
+                    };
+                    mine.push((i, data));
+                }
+                mine
+            })
+        })
+        .collect();
+    let results: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    block_on(async {
+        let log = collect(&*wal).await.unwrap();
+        for mine in &results {
+            assert!(mine.windows(2).all(|p| p[0].0 < p[1].0));
+            for (i, data) in mine {
+                assert_eq!(&log[*i as usize].1, data, "index {i}");
+            }
+        }
+        assert_eq!(
+            log.iter().map(|r| r.0).collect::<Vec<_>>(),
+            (0..log.len() as u64).collect::<Vec<_>>()
+        );
+    });
+}

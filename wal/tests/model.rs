@@ -50,7 +50,9 @@ impl Model {
     }
     fn get(&self, i: u64) -> Option<&Vec<u8>> {
         let k = i.checked_sub(self.first)? as usize;
-        self.durable.get(k).or_else(|| self.volatile.get(k - self.durable.len().min(k)))
+        self.durable
+            .get(k)
+            .or_else(|| self.volatile.get(k - self.durable.len().min(k)))
     }
 }
 
@@ -60,7 +62,11 @@ fn data(i: u64, len: usize) -> Vec<u8> {
 
 async fn run(seed: u64, manual: bool, ops: Vec<Op>) {
     let cfg = SimConfig {
-        faults: FaultConfig { writeback: 0.2, torn_garbage: 0.3, ..FaultConfig::none() },
+        faults: FaultConfig {
+            writeback: 0.2,
+            torn_garbage: 0.3,
+            ..FaultConfig::none()
+        },
         atomic_write_unit_bytes: if seed % 2 == 0 { 512 } else { 4096 },
         ..SimConfig::default()
     };
@@ -73,7 +79,11 @@ async fn run(seed: u64, manual: bool, ops: Vec<Op>) {
         ..Options::default()
     };
     let mut wal = Some(Wal::open(fs.clone(), dir(), opts.clone()).await.unwrap());
-    let mut model = Model { first: seed % 3, durable: Vec::new(), volatile: Vec::new() };
+    let mut model = Model {
+        first: seed % 3,
+        durable: Vec::new(),
+        volatile: Vec::new(),
+    };
     for op in ops {
         let w = wal.as_ref().unwrap();
         match op {
@@ -136,15 +146,27 @@ async fn run(seed: u64, manual: bool, ops: Vec<Op>) {
             }
             Op::Crash(power) => {
                 drop(wal.take());
-                fs.crash(if power { CrashKind::PowerLoss } else { CrashKind::Process });
+                fs.crash(if power {
+                    CrashKind::PowerLoss
+                } else {
+                    CrashKind::Process
+                });
                 let w = Wal::open(fs.clone(), dir(), opts.clone()).await.unwrap();
                 let log = collect(&w).await.unwrap();
                 // Everything durable is there; then some prefix of the rest.
                 let n = log.len();
-                assert!(n >= model.durable.len(), "durable records lost: {n} < {}", model.durable.len());
+                assert!(
+                    n >= model.durable.len(),
+                    "durable records lost: {n} < {}",
+                    model.durable.len()
+                );
                 assert!(n <= model.durable.len() + model.volatile.len());
                 if !power {
-                    assert_eq!(n, model.durable.len() + model.volatile.len(), "a process crash keeps the page cache");
+                    assert_eq!(
+                        n,
+                        model.durable.len() + model.volatile.len(),
+                        "a process crash keeps the page cache"
+                    );
                 }
                 for (k, (idx, rec)) in log.iter().enumerate() {
                     assert_eq!(*idx, model.first + k as u64);

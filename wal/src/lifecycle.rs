@@ -1,0 +1,720 @@
+//! The log's lifecycle: prune a prefix, truncate a suffix, compact small
+//! sealed segments, reader leases, and the meta-file updates they need.
+//!
+//! Crash-safety arguments, step by step, are in `docs/ARCHITECTURE.md`. In
+//! short: prune makes the new low-water mark durable before it deletes
+//! anything (so any subset of unsynced unlinks is harmless); truncate deletes
+//! newest first, each deletion durable, then cuts the segment holding the new
+//! last record; compaction makes its output durable before its inputs go, and
+//! open reconciles whatever an interrupted run left.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use simfs::{File, Fs, OpenOptions};
+use tracing::{info, warn};
+
+use crate::codec::{encode_frame, encode_padding, padding_len, FrameKind};
+use crate::error::{Error, Result};
+use crate::meta::{write_meta, CleanMarker, Meta, MetaWriteError};
+use crate::segment::{header_for, SegMeta, Segment, SegmentName, TMP_SUFFIX};
+use crate::wal::Inner;
+
+/// The segment that holds the last record after a truncation, its
+/// read-write handle and where its last frame ends.
+pub(crate) type ActiveTail<F> = (Arc<Segment<F>>, Arc<<F as Fs>::File>, u64);
+
+/// Reader leases: each live iterator holds the index it will read next, and
+/// prune never deletes a segment a lease still needs.
+///
+/// Policy for leaked or stalled iterators: a lease may hold a prune back at
+/// most `max_holds` times; then it is revoked and its iterator returns
+/// [`Error::IteratorExpired`]. A lease at the end of the log (an iterator on
+/// an empty or caught-up log) needs nothing that exists, so it never holds a
+/// prune back.
+#[derive(Debug, Default)]
+pub(crate) struct Leases {
+    next_id: u64,
+    live: BTreeMap<u64, Lease>,
+}
+
+#[derive(Debug)]
+struct Lease {
+    position: u64,
+    holds: u32,
+    revoked: bool,
+}
+
+impl Leases {
+    pub(crate) fn take(&mut self, position: u64) -> u64 {
+        self.next_id += 1;
+        self.live.insert(
+            self.next_id,
+            Lease {
+                position,
+                holds: 0,
+                revoked: false,
+            },
+        );
+        self.next_id
+    }
+
+    pub(crate) fn advance(&mut self, id: u64, position: u64) {
+        if let Some(l) = self.live.get_mut(&id) {
+            l.position = position;
+        }
+    }
+
+    pub(crate) fn release(&mut self, id: u64) {
+        self.live.remove(&id);
+    }
+
+    pub(crate) fn revoked(&self, id: u64) -> bool {
+        self.live.get(&id).is_none_or(|l| l.revoked)
+    }
+
+    /// The highest index a prune through `k` may remove, counting holds and
+    /// revoking leases that held too often. A lease at or past `readable`
+    /// (caught up) needs no existing record and holds nothing back.
+    pub(crate) fn limit(&mut self, k: u64, readable: u64, max_holds: u32) -> u64 {
+        let mut limit = k;
+        for l in self
+            .live
+            .values_mut()
+            .filter(|l| !l.revoked && l.position <= k && l.position < readable)
+        {
+            l.holds += 1;
+            if l.holds > max_holds {
+                l.revoked = true;
+                warn!(
+                    position = l.position,
+                    "revoked an iterator lease that held prune back too often"
+                );
+            } else {
+                limit = limit.min(l.position.saturating_sub(1));
+            }
+        }
+        limit
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.live.len()
+    }
+}
+
+/// What to compact: runs of adjacent sealed segments smaller than
+/// `small_segment_bytes`, merged while the output stays within
+/// `max_output_bytes`.
+///
+/// ```
+/// let o = wal::CompactionOptions::default();
+/// assert!(o.small_segment_bytes < o.max_output_bytes);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CompactionOptions {
+    /// Sealed segments below this size are candidates.
+    pub small_segment_bytes: u64,
+    /// Largest merged segment.
+    pub max_output_bytes: u64,
+}
+
+impl Default for CompactionOptions {
+    fn default() -> Self {
+        CompactionOptions {
+            small_segment_bytes: 4 << 20,
+            max_output_bytes: 64 << 20,
+        }
+    }
+}
+
+/// One segment as [`crate::Wal::segments`] reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SegmentInfo {
+    /// File name in the log directory.
+    pub name: String,
+    /// First index the segment holds (or will hold, if empty).
+    pub first_index: u64,
+    /// Last index it holds, `None` if empty.
+    pub last_index: Option<u64>,
+    /// Size of the file in bytes.
+    pub bytes: u64,
+    /// Sealed (immutable) or active.
+    pub sealed: bool,
+}
+
+/// One merge of a compaction plan: adjacent inputs, one output.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompactionRun {
+    /// The inputs, adjacent, in log order.
+    pub inputs: Vec<SegmentInfo>,
+    /// First index of the output (the first input's first).
+    pub first_index: u64,
+    /// Last index of the output (the last input's last).
+    pub last_index: u64,
+    /// Bytes of the inputs.
+    pub input_bytes: u64,
+}
+
+/// A compaction plan: what [`crate::Wal::compact`] would do (or did).
+/// `Display` prints it, for a dry run.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CompactionPlan {
+    /// The merges, in log order.
+    pub runs: Vec<CompactionRun>,
+}
+
+impl fmt::Display for CompactionPlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.runs.is_empty() {
+            return writeln!(f, "nothing to compact");
+        }
+        for run in &self.runs {
+            writeln!(
+                f,
+                "merge {} segments, indices {}..={}, {} bytes:",
+                run.inputs.len(),
+                run.first_index,
+                run.last_index,
+                run.input_bytes
+            )?;
+            for s in &run.inputs {
+                writeln!(f, "  {} ({} bytes)", s.name, s.bytes)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl CompactionPlan {
+    /// Plans merges over `segments` (in log order): runs of at least two
+    /// adjacent sealed segments, each below the small size, whose sum fits.
+    pub(crate) fn build(segments: &[SegmentInfo], opts: CompactionOptions) -> CompactionPlan {
+        let mut runs = Vec::new();
+        let mut current: Vec<SegmentInfo> = Vec::new();
+        let flush = |current: &mut Vec<SegmentInfo>, runs: &mut Vec<CompactionRun>| {
+            if current.len() >= 2 {
+                let inputs = std::mem::take(current);
+                let first_index = inputs[0].first_index;
+                let last_index = inputs[inputs.len() - 1].last_index.unwrap_or(first_index);
+                let input_bytes = inputs.iter().map(|s| s.bytes).sum();
+                runs.push(CompactionRun {
+                    inputs,
+                    first_index,
+                    last_index,
+                    input_bytes,
+                });
+            }
+            current.clear();
+        };
+        for s in segments {
+            let small = s.sealed && s.last_index.is_some() && s.bytes < opts.small_segment_bytes;
+            if !small {
+                flush(&mut current, &mut runs);
+                continue;
+            }
+            let total: u64 = current.iter().map(|c| c.bytes).sum::<u64>() + s.bytes;
+            if total > opts.max_output_bytes {
+                flush(&mut current, &mut runs);
+            }
+            current.push(s.clone());
+        }
+        flush(&mut current, &mut runs);
+        CompactionPlan { runs }
+    }
+}
+
+impl<F: Fs> Inner<F> {
+    /// Writes the meta file with `change` applied (and the clean marker
+    /// cleared unless `change` sets it). Fails closed.
+    pub(crate) async fn update_meta(&self, change: impl FnOnce(&mut Meta)) -> Result<()> {
+        let mut current = self.meta.lock().await;
+        let mut next = *current;
+        next.clean = None;
+        next.next_segment_id = next.next_segment_id.max(self.peek_segment_id());
+        change(&mut next);
+        if next == *current {
+            return Ok(());
+        }
+        match write_meta(&*self.fs, &self.dir, &next).await {
+            Ok(()) => {
+                *current = next;
+                Ok(())
+            }
+            Err(MetaWriteError::NotWritten(e)) => Err(e),
+            Err(MetaWriteError::Unknown(e)) => Err(self.stop(e)),
+        }
+    }
+
+    /// Clears the clean-shutdown marker before the first change after open.
+    pub(crate) async fn ensure_dirty(&self) -> Result<()> {
+        if self.meta.lock().await.clean.is_none() {
+            return Ok(());
+        }
+        self.update_meta(|_| {}).await
+    }
+
+    /// Records where the log ends (called by `close` after the final sync).
+    pub(crate) async fn write_clean_marker(&self, active: Option<(u64, u64)>) -> Result<()> {
+        let next_index = self.state().readable_next;
+        let (active_id, active_len) = active.unwrap_or((0, 0));
+        self.update_meta(|m| {
+            m.clean = Some(CleanMarker {
+                active_id,
+                active_len,
+                next_index,
+            })
+        })
+        .await
+    }
+
+    /// Removes a file and makes the removal durable, or stops the WAL.
+    async fn remove_durably(&self, path: &std::path::Path) -> Result<()> {
+        if let Err(e) = self.fs.remove_file(path).await {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                return Err(self.stop(Error::io("remove", path, 0, e)));
+            }
+        }
+        self.fs
+            .sync_dir(&self.dir)
+            .await
+            .map_err(|e| self.stop(Error::io("sync_dir", &self.dir, 0, e)))
+    }
+
+    /// Prunes sealed segments whose records are all at or below `k`. See
+    /// [`crate::Wal::prune_through`].
+    pub(crate) async fn prune_sealed(&self, k: u64) -> Result<u64> {
+        let (doomed, new_first) = {
+            let st = self.state();
+            st.check_usable()?;
+            let doomed: Vec<Arc<Segment<F>>> = st
+                .segments
+                .iter()
+                .take_while(|s| {
+                    let m = s.meta();
+                    m.sealed && m.last_index.is_some_and(|l| l <= k)
+                })
+                .cloned()
+                .collect();
+            let Some(last) = doomed.last().and_then(|s| s.meta().last_index) else {
+                return Ok(st.first_index);
+            };
+            (doomed, last + 1)
+        };
+        // 1. The new low-water mark, durably: from here on, whatever subset
+        //    of the unlinks below survives a crash is ignored and removed at open.
+        self.update_meta(|m| m.low_water = m.low_water.max(new_first)).await?;
+        // 2. Memory: readers see the new first index.
+        {
+            let mut st = self.state();
+            st.first_index = st.first_index.max(new_first);
+            st.segments.retain(|s| !doomed.iter().any(|d| Arc::ptr_eq(s, d)));
+        }
+        // 3. The files, oldest first, without holding any lock appends need.
+        for seg in &doomed {
+            let path = seg.path();
+            if let Err(e) = self.fs.remove_file(&path).await {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    return Err(self.stop(Error::io("remove", &path, 0, e)));
+                }
+            }
+        }
+        self.fs
+            .sync_dir(&self.dir)
+            .await
+            .map_err(|e| self.stop(Error::io("sync_dir", &self.dir, 0, e)))?;
+        info!(first_index = new_first, removed = doomed.len(), "pruned");
+        Ok(new_first)
+    }
+
+    /// Empties the log through `k` (`k` at or past the last record): every
+    /// segment goes, the next index becomes `k + 1`. Called with the writer
+    /// lock held and the queue drained.
+    pub(crate) async fn prune_all(&self, k: u64) -> Result<u64> {
+        let new_first = k
+            .checked_add(1)
+            .filter(|&n| n < u64::MAX)
+            .ok_or_else(|| Error::InvalidArgument("prune point at the end of the index space".into()))?;
+        self.update_meta(|m| m.low_water = m.low_water.max(new_first)).await?;
+        let doomed = {
+            let mut st = self.state();
+            st.first_index = new_first;
+            st.admit_next = new_first;
+            st.readable_next = new_first;
+            st.durable_next = new_first;
+            st.reseatable = true;
+            std::mem::take(&mut st.segments)
+        };
+        for seg in doomed.iter().rev() {
+            let path = seg.path();
+            if let Err(e) = self.fs.remove_file(&path).await {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    return Err(self.stop(Error::io("remove", &path, 0, e)));
+                }
+            }
+        }
+        self.fs
+            .sync_dir(&self.dir)
+            .await
+            .map_err(|e| self.stop(Error::io("sync_dir", &self.dir, 0, e)))?;
+        info!(first_index = new_first, removed = doomed.len(), "pruned everything");
+        Ok(new_first)
+    }
+
+    /// Removes every record at or above `from`, newest first, each step
+    /// durable. Called with the writer lock held and the queue drained.
+    /// Returns the segment that now holds the last record, to become active.
+    pub(crate) async fn truncate_from(&self, from: u64) -> Result<Option<ActiveTail<F>>> {
+        // Readers stop seeing the doomed records at once.
+        let first = {
+            let mut st = self.state();
+            st.readable_next = st.readable_next.min(from);
+            st.durable_next = st.durable_next.min(from);
+            st.admit_next = from;
+            st.first_index
+        };
+        // The low-water mark keeps the next index if everything goes; the
+        // id high-water mark keeps the doomed segments' ids from coming back.
+        self.update_meta(|m| m.low_water = m.low_water.max(first)).await?;
+        // 1. Whole segments above the cut, newest first, each removal durable:
+        //    at every crash point what remains is a contiguous prefix.
+        loop {
+            let victim = {
+                let st = self.state();
+                match st.segments.last() {
+                    Some(s) if s.first_index >= from => s.clone(),
+                    _ => break,
+                }
+            };
+            self.remove_durably(&victim.path()).await?;
+            self.state().segments.pop();
+        }
+        // 2. The segment holding `from - 1`, if it holds more.
+        let holder = self.state().segments.last().cloned();
+        let Some(seg) = holder else { return Ok(None) };
+        let (last, sealed) = {
+            let m = seg.meta();
+            (m.last_index, m.sealed)
+        };
+        if last.is_none_or(|l| l < from) {
+            // Nothing of it is cut; it stays as it is.
+            if sealed {
+                return Ok(None);
+            }
+            let file = seg.file(&self.fs).await?;
+            let end = seg.meta().end_offset;
+            return Ok(Some((seg, file, end)));
+        }
+        // Any failure from here leaves disk and memory possibly apart: stop.
+        match self.cut_segment(&seg, from).await {
+            Ok(r) => Ok(Some(r)),
+            Err(e) => Err(self.stop(e)),
+        }
+    }
+
+    /// Cuts `seg` so that its last record is `from - 1`, making it the active
+    /// segment under its active name.
+    async fn cut_segment(&self, seg: &Arc<Segment<F>>, from: u64) -> Result<ActiveTail<F>> {
+        let io = |op, path: &std::path::Path, e| Error::io(op, path, 0, e);
+        let old_path = seg.path();
+        let active_path = self.dir.join(
+            SegmentName::Active {
+                first: seg.first_index,
+                id: seg.id,
+            }
+            .file_name(),
+        );
+        // Where the new last frame ends, and whether it commits.
+        let mut reader = seg.reader_at(&self.fs, from - 1).await?;
+        let (end, last_kind, last_frame) = loop {
+            let f = reader
+                .next_frame()
+                .await
+                .map_err(|stop| stop.into_error(&old_path, from - 1))?;
+            if f.header.index == from - 1 {
+                let end = f.offset + f.header.frame_len() as u64;
+                break (end, f.header.kind, f);
+            }
+        };
+        let file = if last_kind.commits() {
+            // Unseal by renaming (the header names no last index), then cut.
+            if old_path != active_path {
+                self.fs
+                    .rename(&old_path, &active_path)
+                    .await
+                    .map_err(|e| io("rename", &old_path, e))?;
+                self.fs
+                    .sync_dir(&self.dir)
+                    .await
+                    .map_err(|e| io("sync_dir", &self.dir, e))?;
+            }
+            let file = self
+                .fs
+                .open(&active_path, OpenOptions::new().read(true).write(true))
+                .await
+                .map_err(|e| io("open", &active_path, e))?;
+            file.set_len(end).await.map_err(|e| io("set_len", &active_path, e))?;
+            file.sync_data().await.map_err(|e| io("sync_data", &active_path, e))?;
+            file
+        } else {
+            // The cut falls inside a batch: write the kept prefix with the
+            // new last record turned into the batch's end to a temporary file,
+            // make it durable, rename it into place. The frames keep their
+            // bytes (same segment id and salt), so nothing else changes.
+            let tmp = self.dir.join(format!(
+                "{}{}",
+                active_path
+                    .file_name()
+                    .map(|n| n.to_string_lossy())
+                    .unwrap_or_default()
+                    .trim_end_matches(".wal"),
+                TMP_SUFFIX
+            ));
+            let src = seg.file(&self.fs).await?;
+            let mut bytes = vec![0u8; last_frame.offset as usize];
+            src.read_exact_at(&mut bytes, 0)
+                .await
+                .map_err(|e| io("read", &old_path, e))?;
+            encode_frame(
+                &mut bytes,
+                seg.seed,
+                FrameKind::BatchEnd,
+                last_frame.header.index,
+                last_frame.header.durable_next,
+                &last_frame.payload,
+            );
+            let file = self
+                .fs
+                .open(
+                    &tmp,
+                    OpenOptions::new().read(true).write(true).create(true).truncate(true),
+                )
+                .await
+                .map_err(|e| io("create", &tmp, e))?;
+            file.write_all_at(&bytes, 0).await.map_err(|e| io("write", &tmp, e))?;
+            file.sync_data().await.map_err(|e| io("sync_data", &tmp, e))?;
+            self.fs
+                .rename(&tmp, &active_path)
+                .await
+                .map_err(|e| io("rename", &tmp, e))?;
+            self.fs
+                .sync_dir(&self.dir)
+                .await
+                .map_err(|e| io("sync_dir", &self.dir, e))?;
+            if old_path != active_path {
+                // The sealed original: open would drop it anyway (same id
+                // and first index as the active), but not leave it behind.
+                self.fs
+                    .remove_file(&old_path)
+                    .await
+                    .map_err(|e| io("remove", &old_path, e))?;
+                self.fs
+                    .sync_dir(&self.dir)
+                    .await
+                    .map_err(|e| io("sync_dir", &self.dir, e))?;
+            }
+            file
+        };
+        let file = Arc::new(file);
+        {
+            let mut m = seg.meta();
+            m.path = active_path;
+            m.sealed = false;
+            m.last_index = Some(from - 1);
+            m.end_offset = end;
+            m.sparse.retain(|&(i, _)| i < from);
+            m.sparse_complete = true;
+        }
+        seg.replace_file(file.clone());
+        info!(segment = %seg.path().display(), last = from - 1, "truncated");
+        Ok((seg.clone(), file, end))
+    }
+
+    /// The segments with their sizes, in log order.
+    pub(crate) async fn segment_infos(&self) -> Vec<SegmentInfo> {
+        let segs = self.state().segments.clone();
+        let mut out = Vec::with_capacity(segs.len());
+        for s in segs {
+            let (path, last, sealed, end) = {
+                let m = s.meta();
+                (m.path.clone(), m.last_index, m.sealed, m.end_offset)
+            };
+            let bytes = if end != u64::MAX {
+                end
+            } else {
+                self.fs.metadata(&path).await.map(|m| m.len).unwrap_or(0)
+            };
+            out.push(SegmentInfo {
+                name: path
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+                first_index: s.first_index,
+                last_index: last,
+                bytes,
+                sealed,
+            });
+        }
+        out
+    }
+
+    /// Merges one run of adjacent sealed segments. Called with the lifecycle
+    /// lock held (no prune or truncate runs meanwhile).
+    pub(crate) async fn compact_run(&self, run: &CompactionRun) -> Result<()> {
+        let inputs: Vec<Arc<Segment<F>>> = {
+            let st = self.state();
+            st.check_usable()?;
+            let found: Vec<_> = run
+                .inputs
+                .iter()
+                .filter_map(|i| {
+                    st.segments
+                        .iter()
+                        .find(|s| s.meta().path.file_name().is_some_and(|n| n.to_string_lossy() == i.name))
+                        .cloned()
+                })
+                .collect();
+            if found.len() != run.inputs.len() {
+                return Err(Error::InvalidArgument("the compaction plan is stale".into()));
+            }
+            found
+        };
+        let id = self.next_segment_id();
+        let name = SegmentName::Sealed {
+            first: run.first_index,
+            last: run.last_index,
+            id,
+        }
+        .file_name();
+        let out_path = self.dir.join(&name);
+        let tmp = self
+            .dir
+            .join(format!("{}{}", name.trim_end_matches(".wal"), TMP_SUFFIX));
+        match self.write_compacted(&inputs, run, id, &tmp).await {
+            Ok(()) => {}
+            Err(e) => {
+                let _ = self.fs.remove_file(&tmp).await;
+                return Err(e);
+            }
+        }
+        // The output is durable; now its name.
+        if let Err(e) = self.fs.rename(&tmp, &out_path).await {
+            let cause = Error::io("rename", &tmp, 0, e);
+            let unchanged = matches!(self.fs.exists(&out_path).await, Ok(false));
+            if unchanged {
+                let _ = self.fs.remove_file(&tmp).await;
+                return Err(cause);
+            }
+            return Err(self.stop(cause));
+        }
+        self.fs
+            .sync_dir(&self.dir)
+            .await
+            .map_err(|e| self.stop(Error::io("sync_dir", &self.dir, 0, e)))?;
+        // Memory: the output replaces its inputs in one step.
+        let merged = Arc::new(Segment::new(
+            id,
+            run.first_index,
+            SegMeta {
+                path: out_path.clone(),
+                last_index: Some(run.last_index),
+                sealed: true,
+                end_offset: u64::MAX,
+                sparse: Vec::new(),
+                sparse_complete: false,
+            },
+            None,
+        ));
+        {
+            let mut st = self.state();
+            let Some(pos) = st.segments.iter().position(|s| Arc::ptr_eq(s, &inputs[0])) else {
+                return Err(self.stop(Error::InvalidArgument("compaction inputs vanished".into())));
+            };
+            st.segments.splice(pos..pos + inputs.len(), [merged]);
+            st.stats.compactions += 1;
+        }
+        // The inputs, oldest first: open removes any that a crash leaves.
+        for seg in &inputs {
+            let path = seg.path();
+            if let Err(e) = self.fs.remove_file(&path).await {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    return Err(self.stop(Error::io("remove", &path, 0, e)));
+                }
+            }
+        }
+        self.fs
+            .sync_dir(&self.dir)
+            .await
+            .map_err(|e| self.stop(Error::io("sync_dir", &self.dir, 0, e)))?;
+        info!(output = %out_path.display(), inputs = inputs.len(), "compacted");
+        Ok(())
+    }
+
+    /// Writes the merged segment to `tmp` and makes it durable.
+    async fn write_compacted(
+        &self,
+        inputs: &[Arc<Segment<F>>],
+        run: &CompactionRun,
+        id: u64,
+        tmp: &PathBuf,
+    ) -> Result<()> {
+        let header = header_for(id, run.first_index);
+        let seed = header.frame_seed();
+        let file = self
+            .fs
+            .open(
+                tmp,
+                OpenOptions::new().read(true).write(true).create(true).truncate(true),
+            )
+            .await
+            .map_err(|e| Error::io("create", tmp, 0, e))?;
+        let mut buf = header.encode().to_vec();
+        let pad = padding_len(buf.len() as u64, self.opts.durable_alignment_bytes);
+        if pad > 0 {
+            encode_padding(&mut buf, seed, run.first_index, 0, pad);
+        }
+        let mut offset = 0u64;
+        let mut expected = run.first_index;
+        for seg in inputs {
+            let last = seg.meta().last_index.unwrap_or(seg.first_index);
+            let mut reader = seg.reader_at(&self.fs, seg.first_index).await?;
+            let path = seg.path();
+            while expected <= last {
+                let f = reader
+                    .next_frame()
+                    .await
+                    .map_err(|stop| stop.into_error(&path, expected))?;
+                if f.header.index != expected {
+                    return Err(Error::corruption(&path, f.offset, format!("index {expected} missing")));
+                }
+                encode_frame(
+                    &mut buf,
+                    seed,
+                    f.header.kind,
+                    f.header.index,
+                    f.header.durable_next,
+                    &f.payload,
+                );
+                expected += 1;
+                if buf.len() >= 1 << 20 {
+                    file.write_all_at(&buf, offset)
+                        .await
+                        .map_err(|e| Error::io("write", tmp, offset, e))?;
+                    offset += buf.len() as u64;
+                    buf.clear();
+                }
+            }
+        }
+        debug_assert_eq!(
+            expected,
+            run.last_index + 1,
+            "the output is the exact union of its inputs"
+        );
+        file.write_all_at(&buf, offset)
+            .await
+            .map_err(|e| Error::io("write", tmp, offset, e))?;
+        file.sync_data().await.map_err(|e| Error::io("sync_data", tmp, 0, e))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,196 @@
+//! The meta file: the log's durable facts that segment names cannot carry.
+//!
+//! - the low-water mark: the first index of the log, which never moves
+//!   backwards (segments wholly below it are leftovers of an interrupted prune);
+//! - the segment-id high-water mark, so ids are never reused after the
+//!   newest segments were deleted (truncation, a full prune);
+//! - the clean-shutdown marker written by `close()`: where the log ends, so
+//!   the next open reads no record data.
+//!
+//! It is replaced atomically: write `meta.wal.tmp`, fsync it, rename it over
+//! `meta`, fsync the directory. So it is never torn: a bad checksum is
+//! corruption.
+
+use std::path::Path;
+
+use simfs::{File, Fs, OpenOptions};
+
+use crate::error::{Error, Result};
+
+/// The meta file's name in the log directory.
+pub(crate) const META_NAME: &str = "meta";
+/// Its temporary name while being replaced.
+pub(crate) const META_TMP_NAME: &str = "meta.wal.tmp";
+const META_MAGIC: [u8; 8] = *b"SIMWALMT";
+const META_VERSION: u32 = 1;
+/// Encoded size of the meta file.
+pub(crate) const META_BYTES: usize = 64;
+const FLAG_CLEAN: u32 = 1;
+
+/// Where the log ended at a clean shutdown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CleanMarker {
+    /// Id of the active segment, 0 if there was none.
+    pub active_id: u64,
+    /// Its length in bytes.
+    pub active_len: u64,
+    /// The next index of the log.
+    pub next_index: u64,
+}
+
+/// The meta file's content.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Meta {
+    /// First index of the log; never decreases.
+    pub low_water: u64,
+    /// Every segment id ever used is below this.
+    pub next_segment_id: u64,
+    /// Set by a clean close, cleared before the first change after open.
+    pub clean: Option<CleanMarker>,
+}
+
+impl Meta {
+    pub(crate) fn encode(&self) -> [u8; META_BYTES] {
+        let mut b = [0u8; META_BYTES];
+        b[0..8].copy_from_slice(&META_MAGIC);
+        b[8..12].copy_from_slice(&META_VERSION.to_le_bytes());
+        let clean = self.clean.unwrap_or(CleanMarker {
+            active_id: 0,
+            active_len: 0,
+            next_index: 0,
+        });
+        let flags = if self.clean.is_some() { FLAG_CLEAN } else { 0 };
+        b[12..16].copy_from_slice(&flags.to_le_bytes());
+        b[16..24].copy_from_slice(&self.low_water.to_le_bytes());
+        b[24..32].copy_from_slice(&self.next_segment_id.to_le_bytes());
+        b[32..40].copy_from_slice(&clean.active_id.to_le_bytes());
+        b[40..48].copy_from_slice(&clean.active_len.to_le_bytes());
+        b[48..56].copy_from_slice(&clean.next_index.to_le_bytes());
+        let crc = crc32fast::hash(&b[0..60]);
+        b[60..64].copy_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    pub(crate) fn decode(b: &[u8], path: &Path) -> Result<Meta> {
+        let bad = |why: &str| Err(Error::corruption(path, 0, format!("meta file: {why}")));
+        if b.len() != META_BYTES {
+            return bad("wrong length");
+        }
+        let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        let u64_at = |i: usize| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(&b[i..i + 8]);
+            u64::from_le_bytes(a)
+        };
+        if b[0..8] != META_MAGIC {
+            return bad("bad magic");
+        }
+        if u32_at(60) != crc32fast::hash(&b[0..60]) {
+            return bad("bad checksum");
+        }
+        if u32_at(8) != META_VERSION {
+            return bad("unsupported version");
+        }
+        let flags = u32_at(12);
+        if flags & !FLAG_CLEAN != 0 || b[56..60] != [0; 4] {
+            return bad("unknown flags");
+        }
+        let clean = (flags & FLAG_CLEAN != 0).then(|| CleanMarker {
+            active_id: u64_at(32),
+            active_len: u64_at(40),
+            next_index: u64_at(48),
+        });
+        Ok(Meta {
+            low_water: u64_at(16),
+            next_segment_id: u64_at(24),
+            clean,
+        })
+    }
+}
+
+/// Reads the meta file, `None` if there is none (a new log).
+pub(crate) async fn read_meta<F: Fs>(fs: &F, dir: &Path) -> Result<Option<Meta>> {
+    let path = dir.join(META_NAME);
+    let file = match fs.open(&path, OpenOptions::new().read(true)).await {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io("open", &path, 0, e)),
+    };
+    let len = file.len().await.map_err(|e| Error::io("len", &path, 0, e))?;
+    if len != META_BYTES as u64 {
+        return Err(Error::corruption(&path, 0, format!("meta file of {len} bytes")));
+    }
+    let mut b = [0u8; META_BYTES];
+    file.read_exact_at(&mut b, 0)
+        .await
+        .map_err(|e| Error::io("read", &path, 0, e))?;
+    Meta::decode(&b, &path).map(Some)
+}
+
+/// Replaces the meta file durably. On error the old meta file (or none) is
+/// still in place in the live view, unless the rename happened and the
+/// directory fsync failed: callers must stop then.
+pub(crate) async fn write_meta<F: Fs>(fs: &F, dir: &Path, meta: &Meta) -> Result<(), MetaWriteError> {
+    let tmp = dir.join(META_TMP_NAME);
+    let path = dir.join(META_NAME);
+    let before_rename = async {
+        let file = fs
+            .open(&tmp, OpenOptions::new().write(true).create(true).truncate(true))
+            .await
+            .map_err(|e| Error::io("create", &tmp, 0, e))?;
+        file.write_all_at(&meta.encode(), 0)
+            .await
+            .map_err(|e| Error::io("write", &tmp, 0, e))?;
+        file.sync_data().await.map_err(|e| Error::io("sync_data", &tmp, 0, e))?;
+        fs.rename(&tmp, &path)
+            .await
+            .map_err(|e| Error::io("rename", &tmp, 0, e))
+    };
+    if let Err(e) = before_rename.await {
+        // The temporary file is harmless (removed at open); the old meta stands.
+        let _ = fs.remove_file(&tmp).await;
+        return Err(MetaWriteError::NotWritten(e));
+    }
+    fs.sync_dir(dir)
+        .await
+        .map_err(|e| MetaWriteError::Unknown(Error::io("sync_dir", dir, 0, e)))
+}
+
+/// How a meta write failed.
+#[derive(Debug)]
+pub(crate) enum MetaWriteError {
+    /// The old meta file is still in place: the operation can be abandoned.
+    NotWritten(Error),
+    /// It is unknown which meta file survives a power loss: stop.
+    Unknown(Error),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn meta_round_trips_and_rejects_damage() {
+        let p = Path::new("/m");
+        for m in [
+            Meta::default(),
+            Meta {
+                low_water: 5,
+                next_segment_id: 9,
+                clean: Some(CleanMarker {
+                    active_id: 8,
+                    active_len: 4096,
+                    next_index: 77,
+                }),
+            },
+        ] {
+            let b = m.encode();
+            assert_eq!(Meta::decode(&b, p).unwrap(), m);
+            for i in 0..META_BYTES {
+                let mut d = b;
+                d[i] ^= 1;
+                assert!(Meta::decode(&d, p).is_err(), "flip at {i}");
+            }
+        }
+    }
+}
