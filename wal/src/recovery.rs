@@ -220,6 +220,24 @@ pub(crate) async fn recover<F: Fs>(
     } else if meta.and_then(|m| m.clean).is_some_and(|c| c.active_id == 0) {
         report.clean_reopen = true;
     }
+    // An interrupted prune through the end of the log: the low-water mark
+    // is durable, every segment is below it. They are leftovers.
+    if let Some(low) = low_water.filter(|&low| next_index < low) {
+        for seg in segments.drain(..) {
+            let path = seg.path();
+            fs.remove_file(&path)
+                .await
+                .map_err(|e| Error::io("remove", &path, 0, e))?;
+            report.removed_files.push(
+                path.file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+            );
+        }
+        report.active_segment = false;
+        active_file = None;
+        next_index = low;
+    }
     // After a process crash, names (new segments, seals, removals) may exist
     // only in the page cache; they are served from now on, so make them
     // durable. One directory fsync per open; it needs no free space.
