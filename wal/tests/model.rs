@@ -21,6 +21,9 @@ enum Op {
     Sync,
     Reopen,
     Crash(bool),
+    Prune(u64),
+    Truncate(u64),
+    Compact,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -34,11 +37,16 @@ fn op() -> impl Strategy<Value = Op> {
         2 => Just(Op::Sync),
         1 => Just(Op::Reopen),
         1 => any::<bool>().prop_map(Op::Crash),
+        1 => any::<u64>().prop_map(Op::Prune),
+        1 => any::<u64>().prop_map(Op::Truncate),
+        1 => Just(Op::Compact),
     ]
 }
 
 /// The model: records known durable, then records appended but maybe lost.
 struct Model {
+    /// Emptied by a prune through its end: the next append_at may jump.
+    reseatable: bool,
     first: u64,
     durable: Vec<Vec<u8>>,
     volatile: Vec<Vec<u8>>,
@@ -80,6 +88,7 @@ async fn run(seed: u64, manual: bool, ops: Vec<Op>) {
     };
     let mut wal = Some(Wal::open(fs.clone(), dir(), opts.clone()).await.unwrap());
     let mut model = Model {
+        reseatable: false,
         first: seed % 3,
         durable: Vec::new(),
         volatile: Vec::new(),
@@ -88,17 +97,26 @@ async fn run(seed: u64, manual: bool, ops: Vec<Op>) {
         let w = wal.as_ref().unwrap();
         match op {
             Op::Append(len) => {
+                model.reseatable = false;
                 let i = model.next();
                 assert_eq!(w.append(data(i, len)).await.unwrap(), i);
                 push(&mut model, manual, data(i, len));
             }
             Op::AppendAt(len) => {
-                let i = model.next();
-                assert!(w.append_at(i + 1, data(i, len)).await.is_err());
+                let mut i = model.next();
+                if model.reseatable {
+                    // Snapshot install: an emptied log may start higher.
+                    i += 1;
+                    model.first = i;
+                    model.reseatable = false;
+                } else {
+                    assert!(w.append_at(i + 1, data(i, len)).await.is_err());
+                }
                 assert_eq!(w.append_at(i, data(i, len)).await.unwrap(), i);
                 push(&mut model, manual, data(i, len));
             }
             Op::Batch(lens) => {
+                model.reseatable = false;
                 let i = model.next();
                 let recs: Vec<Vec<u8>> = lens.iter().enumerate().map(|(k, &l)| data(i + k as u64, l)).collect();
                 assert_eq!(w.append_batch(recs.clone()).await.unwrap(), i);
@@ -139,12 +157,55 @@ async fn run(seed: u64, manual: bool, ops: Vec<Op>) {
                 model.durable.extend(v);
             }
             Op::Reopen => {
+                model.reseatable = false;
                 wal.take().unwrap().close().await.unwrap();
                 let v = std::mem::take(&mut model.volatile);
                 model.durable.extend(v);
                 wal = Some(Wal::open(fs.clone(), dir(), opts.clone()).await.unwrap());
             }
+            Op::Prune(x) => {
+                let n = model.next() - model.first + 2;
+                let k = model.first + x % n;
+                let new_first = w.prune_through(k).await.unwrap();
+                assert!(
+                    new_first >= model.first && new_first <= k + 1,
+                    "prune {k} gave {new_first}"
+                );
+                if new_first >= model.next() {
+                    // Emptied through k: the next index is k + 1.
+                    assert_eq!(w.next_index(), k + 1);
+                    model.durable.clear();
+                    model.volatile.clear();
+                    model.reseatable = true;
+                } else {
+                    let drop = (new_first - model.first) as usize;
+                    let from_durable = drop.min(model.durable.len());
+                    model.durable.drain(..from_durable);
+                    model.volatile.drain(..drop - from_durable);
+                }
+                model.first = new_first;
+                assert_eq!(w.first_index(), model.first);
+            }
+            Op::Truncate(x) => {
+                let n = model.next() - model.first + 1;
+                let from = model.first + x % n;
+                w.truncate_from(from).await.unwrap();
+                let keep = (from - model.first) as usize;
+                model.durable.truncate(keep);
+                model.volatile.truncate(keep - model.durable.len());
+                assert_eq!(w.next_index(), model.next());
+            }
+            Op::Compact => {
+                let before = collect(w).await.unwrap();
+                let opts = wal::CompactionOptions {
+                    small_segment_bytes: 1 << 20,
+                    max_output_bytes: 1 << 20,
+                };
+                w.compact(opts).await.unwrap();
+                assert_eq!(collect(w).await.unwrap(), before);
+            }
             Op::Crash(power) => {
+                model.reseatable = false;
                 drop(wal.take());
                 fs.crash(if power {
                     CrashKind::PowerLoss
