@@ -106,9 +106,8 @@ mod sim;
 pub use fs::{DirEntry, File, Fs, Metadata, OpenOptions};
 pub use os::{OsDirLock, OsFile, OsFs};
 pub use sim::config::{
-    CrashKind, FaultConfig, FaultCounters, FaultKind, LogicalClock, SimClock, SimConfig,
-    SyncFailureProfile,
+    CrashKind, FaultConfig, FaultCounters, FaultKind, LogicalClock, SimClock, SimConfig, SyncFailureProfile,
 };
-pub use sim::{SimDirLock, SimFile, SimFs, TraceEvent};
 #[cfg(feature = "madsim")]
 pub use sim::MadsimClock;
+pub use sim::{SimDirLock, SimFile, SimFs, TraceEvent};

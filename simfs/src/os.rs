@@ -196,7 +196,10 @@ impl Inner {
     where
         F: FnOnce() -> io::Result<()> + Send + 'static,
     {
-        if let Some(e) = unheard.as_ref().and_then(|u| u.lock().unwrap_or_else(|p| p.into_inner()).take()) {
+        if let Some(e) = unheard
+            .as_ref()
+            .and_then(|u| u.lock().unwrap_or_else(|p| p.into_inner()).take())
+        {
             return Err(e);
         }
         match &self.mode {
@@ -211,9 +214,9 @@ impl Inner {
                         }
                     }
                 }))?;
-                answer.await.map_err(|_| {
-                    io::Error::other("simfs: the I/O thread stopped before answering a sync")
-                })?
+                answer
+                    .await
+                    .map_err(|_| io::Error::other("simfs: the I/O thread stopped before answering a sync"))?
             }
             _ => job(),
         }
@@ -242,10 +245,7 @@ struct ThreadSlot {
 impl ThreadSlot {
     /// Sends `job` to the thread, spawning the thread if needed.
     fn submit(&self, job: Job) -> io::Result<()> {
-        let mut slot = self
-            .sender
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut slot = self.sender.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let sender = match slot.as_ref() {
             Some(s) => s.clone(),
             None => {
@@ -258,10 +258,7 @@ impl ThreadSlot {
         sender.send(job).map_err(|_| {
             // The thread died (only if a job panicked): forget it so that the
             // next sync spawns a new one.
-            let mut slot = self
-                .sender
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let mut slot = self.sender.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
             *slot = None;
             io::Error::other("simfs: the I/O thread is gone")
         })
@@ -351,12 +348,8 @@ impl Fs for OsFs {
     }
 
     async fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        stdfs::rename(from, to).map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("rename {} -> {}: {e}", from.display(), to.display()),
-            )
-        })
+        stdfs::rename(from, to)
+            .map_err(|e| io::Error::new(e.kind(), format!("rename {} -> {}: {e}", from.display(), to.display())))
     }
 
     async fn remove_file(&self, path: &Path) -> io::Result<()> {
@@ -502,9 +495,7 @@ impl File for OsFile {
     }
 
     async fn set_len(&self, len: u64) -> io::Result<()> {
-        self.file
-            .set_len(len)
-            .map_err(|e| ctx("set_len", &self.path, e))
+        self.file.set_len(len).map_err(|e| ctx("set_len", &self.path, e))
     }
 
     async fn allocate(&self, len: u64) -> io::Result<()> {
@@ -547,11 +538,7 @@ impl File for OsFile {
     }
 
     async fn len(&self) -> io::Result<u64> {
-        Ok(self
-            .file
-            .metadata()
-            .map_err(|e| ctx("len", &self.path, e))?
-            .len())
+        Ok(self.file.metadata().map_err(|e| ctx("len", &self.path, e))?.len())
     }
 }
 
@@ -656,11 +643,7 @@ mod tests {
 
     #[test]
     fn ctx_keeps_the_kind() {
-        let e = ctx(
-            "open",
-            Path::new("/x"),
-            io::Error::from(io::ErrorKind::NotFound),
-        );
+        let e = ctx("open", Path::new("/x"), io::Error::from(io::ErrorKind::NotFound));
         assert_eq!(e.kind(), io::ErrorKind::NotFound);
         assert!(e.to_string().contains("/x"));
     }

@@ -143,16 +143,13 @@ fn op(names: Names) -> impl Strategy<Value = Op> {
         });
     // Mostly valid options (read or write, create needs write), some invalid.
     let w = prop::bool::weighted;
-    let good_opts =
-        (w(0.8), w(0.9), w(0.15), w(0.15)).prop_map(|(read, create, create_new, truncate)| {
-            OpenOptions {
-                read,
-                write: true,
-                create,
-                create_new,
-                truncate,
-            }
-        });
+    let good_opts = (w(0.8), w(0.9), w(0.15), w(0.15)).prop_map(|(read, create, create_new, truncate)| OpenOptions {
+        read,
+        write: true,
+        create,
+        create_new,
+        truncate,
+    });
     let h = 0usize..4;
     prop_oneof![
         8 => (0..nf, good_opts).prop_map(|(file, opts)| Op::Open { file, opts }),
@@ -247,20 +244,12 @@ impl<F: Fs> Side<F> {
                 self.handles.push(f);
                 Ok(Out::Unit)
             }
-            Op::Write {
-                h,
-                offset,
-                len,
-                seed,
-            } => {
+            Op::Write { h, offset, len, seed } => {
                 let Some(f) = self.handle(h) else {
                     return Ok(Out::NoHandle);
                 };
                 let data: Vec<u8> = (0..len).map(|i| seed.wrapping_add(i as u8) | 1).collect();
-                f.write_at(&data, offset)
-                    .await
-                    .map(Out::Count)
-                    .map_err(kind)
+                f.write_at(&data, offset).await.map(Out::Count).map_err(kind)
             }
             Op::Read { h, offset, len } => {
                 let Some(f) = self.handle(h) else {
@@ -311,10 +300,7 @@ impl<F: Fs> Side<F> {
             }
             Op::Rename { from, to } => self
                 .fs
-                .rename(
-                    &self.path(self.names.files[from]),
-                    &self.path(self.names.files[to]),
-                )
+                .rename(&self.path(self.names.files[from]), &self.path(self.names.files[to]))
                 .await
                 .map(|()| Out::Unit)
                 .map_err(kind),
@@ -348,18 +334,9 @@ impl<F: Fs> Side<F> {
                 .await
                 .map(Out::Meta)
                 .map_err(kind),
-            Op::Exists { path } => self
-                .fs
-                .exists(&self.any_path(path))
-                .await
-                .map(Out::Bool)
-                .map_err(kind),
+            Op::Exists { path } => self.fs.exists(&self.any_path(path)).await.map(Out::Bool).map_err(kind),
             Op::LockDir { dir } => {
-                let l = self
-                    .fs
-                    .lock_dir(&self.path(self.names.dirs[dir]))
-                    .await
-                    .map_err(kind)?;
+                let l = self.fs.lock_dir(&self.path(self.names.dirs[dir])).await.map_err(kind)?;
                 self.locks.push(l);
                 Ok(Out::Unit)
             }
@@ -427,11 +404,7 @@ fn short(r: &Res) -> String {
 ///   (`DirectoryNotEmpty`); SimFs reports EISDIR (`IsADirectory`).
 fn known_divergence(names: Names, op: &Op, a: &Res, b: &Res) -> bool {
     match (op, a, b) {
-        (
-            Op::Rename { from, to },
-            Err(io::ErrorKind::IsADirectory),
-            Err(io::ErrorKind::DirectoryNotEmpty),
-        ) => {
+        (Op::Rename { from, to }, Err(io::ErrorKind::IsADirectory), Err(io::ErrorKind::DirectoryNotEmpty)) => {
             let (from, to) = (names.files[*from], names.files[*to]);
             from.starts_with(&format!("{to}/"))
         }
@@ -440,11 +413,7 @@ fn known_divergence(names: Names, op: &Op, a: &Res, b: &Res) -> bool {
 }
 
 /// Applies `ops` to both sides, comparing every result, then the final trees.
-async fn compare<A: Fs, B: Fs>(
-    mut a: Side<A>,
-    mut b: Side<B>,
-    ops: &[Op],
-) -> Result<(), TestCaseError> {
+async fn compare<A: Fs, B: Fs>(mut a: Side<A>, mut b: Side<B>, ops: &[Op]) -> Result<(), TestCaseError> {
     for (i, op) in ops.iter().enumerate() {
         let ra = a.apply(op).await;
         let rb = b.apply(op).await;

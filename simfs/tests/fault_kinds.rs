@@ -75,9 +75,7 @@ async fn round(fs: &SimFs, r: u32) {
     let _ = fs
         .remove_file(Path::new(&format!("/db/old{}", r.wrapping_sub(1))))
         .await;
-    let _ = fs
-        .rename(Path::new("/db/seg2"), Path::new("/db/seg3"))
-        .await;
+    let _ = fs.rename(Path::new("/db/seg2"), Path::new("/db/seg3")).await;
     if r % 3 == 1 {
         let _ = fs.sync_dir(dir).await;
     }
@@ -106,11 +104,7 @@ fn every_fault_kind_is_reachable() {
         });
         total.merge(&fs.counters());
     }
-    let missing: Vec<FaultKind> = FaultKind::ALL
-        .iter()
-        .copied()
-        .filter(|&k| total.get(k) == 0)
-        .collect();
+    let missing: Vec<FaultKind> = FaultKind::ALL.iter().copied().filter(|&k| total.get(k) == 0).collect();
     assert!(
         missing.is_empty(),
         "never injected: {missing:?}; counts: {:?}",

@@ -224,10 +224,7 @@ fn ext4_ordered_failed_sync_loses_the_window() {
                 sync_fail: 1.0,
                 ..FaultConfig::none()
             });
-            assert!(
-                f.sync_data().await.is_err(),
-                "seed {seed}: the sync must fail"
-            );
+            assert!(f.sync_data().await.is_err(), "seed {seed}: the sync must fail");
             fs.set_faults(FaultConfig::none());
             f.sync_data().await.expect("the next sync returns Ok");
             f.sync_all().await.expect("and the one after");
@@ -253,10 +250,7 @@ fn assert_old_then_zeros(got: &[u8], old: &[u8], new_len: usize, seed: u64) {
         got.len(),
         old.len()
     );
-    assert!(
-        got[..old.len()] == *old,
-        "seed {seed}: the old bytes changed"
-    );
+    assert!(got[..old.len()] == *old, "seed {seed}: the old bytes changed");
     assert!(
         got[old.len()..].iter().all(|&b| b == 0),
         "seed {seed}: bytes of the failed window became durable"
@@ -282,14 +276,9 @@ fn ext4_data_journal_reports_one_sync_late() {
             sync_fail: 1.0,
             ..FaultConfig::none()
         });
-        f.sync_data()
-            .await
-            .expect("data=journal: the failing sync says Ok");
+        f.sync_data().await.expect("data=journal: the failing sync says Ok");
         fs.set_faults(FaultConfig::none());
-        assert!(
-            f.sync_data().await.is_err(),
-            "the error comes one sync late"
-        );
+        assert!(f.sync_data().await.is_err(), "the error comes one sync late");
         let got = after_power_loss(&fs, path).await.expect("durable file");
         assert_old_then_zeros(&got, b"", 100, 3);
     });
@@ -331,9 +320,7 @@ async fn faulty_workload(fs: &SimFs) {
             let Ok(f) = fs.open(Path::new(&path), rw()).await else {
                 continue;
             };
-            let _ = f
-                .write_at(&pattern(round ^ i, 3000), u64::from(i) * 1000)
-                .await;
+            let _ = f.write_at(&pattern(round ^ i, 3000), u64::from(i) * 1000).await;
             let mut buf = vec![0u8; 2000];
             let _ = f.read_at(&mut buf, 500).await;
             let _ = f.sync_data().await;
@@ -403,10 +390,7 @@ fn different_seed_different_trace() {
         .collect();
     for i in 0..hashes.len() {
         for j in i + 1..hashes.len() {
-            assert_ne!(
-                hashes[i], hashes[j],
-                "seeds {i} and {j} gave the same trace"
-            );
+            assert_ne!(hashes[i], hashes[j], "seeds {i} and {j} gave the same trace");
         }
     }
 }

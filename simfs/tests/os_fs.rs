@@ -124,10 +124,7 @@ fn syncs_succeed() {
             fs.sync_dir(&sub).await.unwrap();
             fs.sync_dir(dir.path()).await.unwrap();
             // A read-only handle can be synced too (fsync works on O_RDONLY).
-            let r = fs
-                .open(&sub.join("f"), OpenOptions::new().read(true))
-                .await
-                .unwrap();
+            let r = fs.open(&sub.join("f"), OpenOptions::new().read(true)).await.unwrap();
             r.sync_all().await.unwrap();
             let e = fs.sync_dir(&dir.path().join("missing")).await.unwrap_err();
             assert_eq!(e.kind(), ErrorKind::NotFound);
@@ -253,10 +250,7 @@ fn read_dir_is_sorted_and_typed() {
                 expect("d", true),
             ]
         );
-        assert_eq!(
-            fs.read_dir(&dir.path().join("d/e/f")).await.unwrap(),
-            vec![]
-        );
+        assert_eq!(fs.read_dir(&dir.path().join("d/e/f")).await.unwrap(), vec![]);
         let e = fs.read_dir(&dir.path().join("missing")).await.unwrap_err();
         assert_eq!(e.kind(), ErrorKind::NotFound);
         let e = fs.read_dir(&dir.path().join("a")).await.unwrap_err();
@@ -276,19 +270,10 @@ fn metadata_and_exists() {
         let f = fs.open(&p, rw_create()).await.unwrap();
         f.write_all_at(&[1; 17], 0).await.unwrap();
         assert!(fs.exists(&p).await.unwrap());
-        assert_eq!(
-            fs.metadata(&p).await.unwrap(),
-            Metadata {
-                len: 17,
-                is_dir: false
-            }
-        );
+        assert_eq!(fs.metadata(&p).await.unwrap(), Metadata { len: 17, is_dir: false });
         assert_eq!(
             fs.metadata(dir.path()).await.unwrap(),
-            Metadata {
-                len: 0,
-                is_dir: true
-            }
+            Metadata { len: 0, is_dir: true }
         );
         // create_dir_all succeeds if the directory exists.
         fs.create_dir_all(dir.path()).await.unwrap();
@@ -307,10 +292,7 @@ fn lock_dir_excludes_in_process_and_releases_on_drop() {
         for f in [&fs, &other] {
             let e = f.lock_dir(dir.path()).await.unwrap_err();
             assert_eq!(e.kind(), ErrorKind::WouldBlock);
-            assert!(
-                e.to_string().contains(&dir.path().display().to_string()),
-                "{e}"
-            );
+            assert!(e.to_string().contains(&dir.path().display().to_string()), "{e}");
         }
         // Another directory is independent.
         let sub = dir.path().join("sub");
@@ -324,9 +306,7 @@ fn lock_dir_excludes_in_process_and_releases_on_drop() {
         // Errors: missing, or not a directory.
         let e = fs.lock_dir(&dir.path().join("missing")).await.unwrap_err();
         assert_eq!(e.kind(), ErrorKind::NotFound);
-        fs.open(&dir.path().join("file"), rw_create())
-            .await
-            .unwrap();
+        fs.open(&dir.path().join("file"), rw_create()).await.unwrap();
         let e = fs.lock_dir(&dir.path().join("file")).await.unwrap_err();
         assert_eq!(e.kind(), ErrorKind::NotADirectory);
     });
@@ -353,16 +333,10 @@ fn open_errors() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("f");
         // Missing without create.
-        let e = fs
-            .open(&p, OpenOptions::new().read(true))
-            .await
-            .unwrap_err();
+        let e = fs.open(&p, OpenOptions::new().read(true)).await.unwrap_err();
         assert_eq!(e.kind(), ErrorKind::NotFound);
         // Missing parent.
-        let e = fs
-            .open(&dir.path().join("nodir/f"), rw_create())
-            .await
-            .unwrap_err();
+        let e = fs.open(&dir.path().join("nodir/f"), rw_create()).await.unwrap_err();
         assert_eq!(e.kind(), ErrorKind::NotFound);
         // create_new on an existing file.
         let new = OpenOptions::new().write(true).create_new(true);
@@ -372,10 +346,7 @@ fn open_errors() {
         // A directory, for writing or even for reading.
         let e = fs.open(dir.path(), rw_create()).await.unwrap_err();
         assert_eq!(e.kind(), ErrorKind::IsADirectory);
-        let e = fs
-            .open(dir.path(), OpenOptions::new().read(true))
-            .await
-            .unwrap_err();
+        let e = fs.open(dir.path(), OpenOptions::new().read(true)).await.unwrap_err();
         assert_eq!(e.kind(), ErrorKind::IsADirectory);
         // Create without write is invalid.
         let e = fs
@@ -392,10 +363,7 @@ fn handle_mode_is_enforced() {
         let fs = OsFs::new();
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("f");
-        let w = fs
-            .open(&p, OpenOptions::new().write(true).create(true))
-            .await
-            .unwrap();
+        let w = fs.open(&p, OpenOptions::new().write(true).create(true)).await.unwrap();
         w.write_all_at(b"abc", 0).await.unwrap();
         // As the kernel says: EBADF (uncategorized) for I/O the handle was
         // not opened for, EINVAL for ftruncate.

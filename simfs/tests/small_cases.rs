@@ -150,12 +150,7 @@ fn case4_unlinks_without_dir_fsync_leave_holes() {
     };
     let set = |names: &[&str]| names.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
     // In-order removal of a prefix of s1, s2, s3 leaves a suffix.
-    let in_order = [
-        set(&["s1", "s2", "s3"]),
-        set(&["s2", "s3"]),
-        set(&["s3"]),
-        set(&[]),
-    ];
+    let in_order = [set(&["s1", "s2", "s3"]), set(&["s2", "s3"]), set(&["s3"]), set(&[])];
     let mut seen = BTreeSet::new();
     for seed in 0..SEEDS {
         seen.insert(run(seed, false).into_iter().collect::<Vec<_>>());
@@ -230,10 +225,7 @@ fn case6_preallocated_log_has_zero_regions() {
                     if r == pattern(i as u8 + 10, REC).as_slice() {
                         true
                     } else {
-                        assert!(
-                            r.iter().all(|&b| b == 0),
-                            "seed {seed}: record {i} is garbage"
-                        );
+                        assert!(r.iter().all(|&b| b == 0), "seed {seed}: record {i} is garbage");
                         false
                     }
                 })
@@ -253,10 +245,7 @@ fn case6_preallocated_log_has_zero_regions() {
         }
     }
     assert!(zero_somewhere > 0, "records always survived");
-    assert!(
-        zero_between > 0,
-        "never a zero record before a surviving one"
-    );
+    assert!(zero_between > 0, "never a zero record before a surviving one");
     for seed in 0..SEEDS {
         assert_eq!(run(seed, true), vec![true; N], "seed {seed}");
     }
@@ -294,11 +283,7 @@ fn case7_fsync_failure_then_ok_is_not_durable() {
         })
     };
     let lost = seeds_where(|s| run(s, false) != Some(window.clone()));
-    assert_eq!(
-        lost.len() as u64,
-        SEEDS,
-        "the retried fsync must never be trusted"
-    );
+    assert_eq!(lost.len() as u64, SEEDS, "the retried fsync must never be trusted");
     for seed in 0..SEEDS {
         assert_eq!(C(run(seed, true)), some(&window), "seed {seed}");
     }

@@ -86,13 +86,7 @@ impl State {
                 | Some((d, super::state::Change::Unlink { ino, .. })) => (Some(*d), *ino),
                 None => (None, 0),
             };
-            self.fault_event(
-                kind,
-                if kept { "dir_op_kept" } else { "dir_op_lost" },
-                dir,
-                ino,
-                0,
-            );
+            self.fault_event(kind, if kept { "dir_op_kept" } else { "dir_op_lost" }, dir, ino, 0);
             if kept {
                 for (d, c) in &op.parts {
                     self.apply_durable(*d, c);
@@ -161,20 +155,12 @@ impl State {
             let off = group * units_per_page * unit;
             match fate {
                 Fate::Kept => {}
-                Fate::Lost => self.fault_event(
-                    FaultKind::LostWrite,
-                    "lost_write",
-                    Some(ino),
-                    off,
-                    CACHE_PAGE.max(unit),
-                ),
-                Fate::Torn => self.fault_event(
-                    FaultKind::TornWrite,
-                    "torn_write",
-                    Some(ino),
-                    off,
-                    CACHE_PAGE.max(unit),
-                ),
+                Fate::Lost => {
+                    self.fault_event(FaultKind::LostWrite, "lost_write", Some(ino), off, CACHE_PAGE.max(unit))
+                }
+                Fate::Torn => {
+                    self.fault_event(FaultKind::TornWrite, "torn_write", Some(ino), off, CACHE_PAGE.max(unit))
+                }
             }
             for &u in units {
                 let keep = match fate {

@@ -48,13 +48,7 @@ impl State {
                 f.dur.set_len(unit, end);
             }
         }
-        self.fault_event(
-            FaultKind::Writeback,
-            "writeback",
-            Some(ino),
-            page * unit,
-            unit,
-        );
+        self.fault_event(FaultKind::Writeback, "writeback", Some(ino), page * unit, unit);
         self.persist_page(ino, page);
         self.after_durable(ino, &[page]);
     }
@@ -118,13 +112,7 @@ impl State {
                     if let Some(f) = self.file_mut(ino) {
                         f.bad_sectors.insert(sector);
                     }
-                    self.fault_event(
-                        kind,
-                        "latent_sector_error",
-                        Some(ino),
-                        sector * SECTOR,
-                        SECTOR,
-                    );
+                    self.fault_event(kind, "latent_sector_error", Some(ino), sector * SECTOR, SECTOR);
                 }
                 _ => {
                     let byte = start + self.below(end - start);

@@ -18,11 +18,7 @@ fn os(errno: i32, kind: ErrorKind, msg: &'static str) -> io::Error {
 
 /// ENOENT.
 pub(crate) fn not_found() -> io::Error {
-    os(
-        2,
-        ErrorKind::NotFound,
-        "No such file or directory (os error 2)",
-    )
+    os(2, ErrorKind::NotFound, "No such file or directory (os error 2)")
 }
 /// EIO.
 pub(crate) fn eio() -> io::Error {
@@ -42,11 +38,7 @@ pub(crate) fn would_block() -> io::Error {
 }
 /// EBUSY: renaming the root.
 pub(crate) fn busy() -> io::Error {
-    os(
-        16,
-        ErrorKind::ResourceBusy,
-        "Device or resource busy (os error 16)",
-    )
+    os(16, ErrorKind::ResourceBusy, "Device or resource busy (os error 16)")
 }
 /// EEXIST.
 pub(crate) fn exists() -> io::Error {
@@ -54,11 +46,7 @@ pub(crate) fn exists() -> io::Error {
 }
 /// ENOTDIR.
 pub(crate) fn not_dir() -> io::Error {
-    os(
-        20,
-        ErrorKind::NotADirectory,
-        "Not a directory (os error 20)",
-    )
+    os(20, ErrorKind::NotADirectory, "Not a directory (os error 20)")
 }
 /// EISDIR.
 pub(crate) fn is_dir() -> io::Error {
@@ -66,11 +54,7 @@ pub(crate) fn is_dir() -> io::Error {
 }
 /// EINVAL.
 pub(crate) fn invalid() -> io::Error {
-    os(
-        22,
-        ErrorKind::InvalidInput,
-        "Invalid argument (os error 22)",
-    )
+    os(22, ErrorKind::InvalidInput, "Invalid argument (os error 22)")
 }
 /// EFBIG.
 pub(crate) fn too_large() -> io::Error {
@@ -78,19 +62,11 @@ pub(crate) fn too_large() -> io::Error {
 }
 /// ENOSPC.
 pub(crate) fn no_space() -> io::Error {
-    os(
-        28,
-        ErrorKind::StorageFull,
-        "No space left on device (os error 28)",
-    )
+    os(28, ErrorKind::StorageFull, "No space left on device (os error 28)")
 }
 /// ENOTEMPTY.
 pub(crate) fn not_empty() -> io::Error {
-    os(
-        39,
-        ErrorKind::DirectoryNotEmpty,
-        "Directory not empty (os error 39)",
-    )
+    os(39, ErrorKind::DirectoryNotEmpty, "Directory not empty (os error 39)")
 }
 /// A handle or lock taken before a crash: the process that owned it is dead.
 pub(crate) fn stale() -> io::Error {

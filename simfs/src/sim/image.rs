@@ -33,9 +33,7 @@ impl Image {
             let in_page = (pos % unit) as usize;
             let take = (unit as usize - in_page).min(n - done);
             match self.pages.get(&idx) {
-                Some(page) => {
-                    buf[done..done + take].copy_from_slice(&page[in_page..in_page + take])
-                }
+                Some(page) => buf[done..done + take].copy_from_slice(&page[in_page..in_page + take]),
                 None => buf[done..done + take].fill(0),
             }
             done += take;

@@ -142,8 +142,7 @@ impl SimFs {
         let mut st = self.lock();
         st.faults = faults;
         let now = st.clock.now_ns();
-        st.trace
-            .record(now, "set_faults", None, None, 0, 0, "ok".into(), None);
+        st.trace.record(now, "set_faults", None, None, 0, 0, "ok".into(), None);
     }
 
     /// The current fault probabilities.
@@ -284,15 +283,12 @@ impl Fs for SimFs {
     }
 
     async fn create_dir_all(&self, path: &Path) -> io::Result<()> {
-        self.fs_op("create_dir_all", path, |st, ctx, c| {
-            st.op_create_dir_all(ctx, c)
-        })
-        .await
+        self.fs_op("create_dir_all", path, |st, ctx, c| st.op_create_dir_all(ctx, c))
+            .await
     }
 
     async fn read_dir(&self, path: &Path) -> io::Result<Vec<DirEntry>> {
-        self.fs_op("read_dir", path, |st, ctx, c| st.op_read_dir(ctx, c))
-            .await
+        self.fs_op("read_dir", path, |st, ctx, c| st.op_read_dir(ctx, c)).await
     }
 
     async fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
@@ -309,8 +305,7 @@ impl Fs for SimFs {
     }
 
     async fn sync_dir(&self, path: &Path) -> io::Result<()> {
-        self.fs_op("sync_dir", path, |st, ctx, c| st.op_sync_dir(ctx, c))
-            .await
+        self.fs_op("sync_dir", path, |st, ctx, c| st.op_sync_dir(ctx, c)).await
     }
 
     async fn lock_dir(&self, path: &Path) -> io::Result<SimDirLock> {
@@ -333,8 +328,7 @@ impl Fs for SimFs {
     }
 
     async fn metadata(&self, path: &Path) -> io::Result<Metadata> {
-        self.fs_op("metadata", path, |st, ctx, c| st.op_metadata(ctx, c))
-            .await
+        self.fs_op("metadata", path, |st, ctx, c| st.op_metadata(ctx, c)).await
     }
 }
 
@@ -355,47 +349,40 @@ impl File for SimFile {
     async fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         let id = self.id;
         let ctx = Ctx::new("read").at(offset, buf.len() as u64);
-        self.file_op(ctx, |st, ctx| st.op_read(ctx, id, buf, offset))
-            .await
+        self.file_op(ctx, |st, ctx| st.op_read(ctx, id, buf, offset)).await
     }
 
     async fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
         let id = self.id;
         let ctx = Ctx::new("write").at(offset, buf.len() as u64);
-        self.file_op(ctx, |st, ctx| st.op_write(ctx, id, buf, offset))
-            .await
+        self.file_op(ctx, |st, ctx| st.op_write(ctx, id, buf, offset)).await
     }
 
     async fn set_len(&self, len: u64) -> io::Result<()> {
         let id = self.id;
         let ctx = Ctx::new("set_len").at(len, 0);
-        self.file_op(ctx, |st, ctx| st.op_set_len(ctx, id, len))
-            .await
+        self.file_op(ctx, |st, ctx| st.op_set_len(ctx, id, len)).await
     }
 
     async fn allocate(&self, len: u64) -> io::Result<()> {
         let id = self.id;
         let ctx = Ctx::new("allocate").at(len, 0);
-        self.file_op(ctx, |st, ctx| st.op_allocate(ctx, id, len))
-            .await
+        self.file_op(ctx, |st, ctx| st.op_allocate(ctx, id, len)).await
     }
 
     async fn sync_data(&self) -> io::Result<()> {
         let id = self.id;
-        self.file_op(Ctx::new("sync_data"), |st, ctx| st.op_sync(ctx, id))
-            .await
+        self.file_op(Ctx::new("sync_data"), |st, ctx| st.op_sync(ctx, id)).await
     }
 
     async fn sync_all(&self) -> io::Result<()> {
         let id = self.id;
-        self.file_op(Ctx::new("sync_all"), |st, ctx| st.op_sync(ctx, id))
-            .await
+        self.file_op(Ctx::new("sync_all"), |st, ctx| st.op_sync(ctx, id)).await
     }
 
     async fn len(&self) -> io::Result<u64> {
         let id = self.id;
-        self.file_op(Ctx::new("len"), |st, ctx| st.op_len(ctx, id))
-            .await
+        self.file_op(Ctx::new("len"), |st, ctx| st.op_len(ctx, id)).await
     }
 }
 

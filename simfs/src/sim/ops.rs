@@ -8,9 +8,7 @@ use std::io;
 
 use super::config::FaultKind;
 use super::errors;
-use super::state::{
-    Change, Components, DirNode, FileNode, HandleState, Inode, State, View, MAX_FILE_SIZE,
-};
+use super::state::{Change, Components, DirNode, FileNode, HandleState, Inode, State, View, MAX_FILE_SIZE};
 use crate::fs::{DirEntry, Metadata, OpenOptions};
 
 /// What one operation records in the trace.
@@ -26,10 +24,7 @@ pub(crate) struct Ctx {
 
 impl Ctx {
     pub(crate) fn new(op: &'static str) -> Ctx {
-        Ctx {
-            op,
-            ..Ctx::default()
-        }
+        Ctx { op, ..Ctx::default() }
     }
     pub(crate) fn ino(mut self, ino: u64) -> Ctx {
         self.ino = Some(ino);
@@ -63,11 +58,7 @@ impl Outcome for u64 {
 }
 impl Outcome for Metadata {
     fn describe(&self) -> String {
-        format!(
-            "ok:{}:{}",
-            if self.is_dir { "dir" } else { "file" },
-            self.len
-        )
+        format!("ok:{}:{}", if self.is_dir { "dir" } else { "file" }, self.len)
     }
 }
 impl Outcome for Vec<DirEntry> {
@@ -135,12 +126,7 @@ impl State {
 
     // ----- Fs -----
 
-    pub(crate) fn op_open(
-        &mut self,
-        ctx: &mut Ctx,
-        comps: &Components,
-        o: OpenOptions,
-    ) -> io::Result<Opened> {
+    pub(crate) fn op_open(&mut self, ctx: &mut Ctx, comps: &Components, o: OpenOptions) -> io::Result<Opened> {
         if !o.read && !o.write {
             return Err(errors::invalid());
         }
@@ -215,11 +201,7 @@ impl State {
         }
     }
 
-    pub(crate) fn op_create_dir_all(
-        &mut self,
-        ctx: &mut Ctx,
-        comps: &Components,
-    ) -> io::Result<()> {
+    pub(crate) fn op_create_dir_all(&mut self, ctx: &mut Ctx, comps: &Components) -> io::Result<()> {
         let mut cur = super::state::ROOT;
         for (i, name) in comps.iter().enumerate() {
             let last = i + 1 == comps.len();
@@ -229,11 +211,7 @@ impl State {
             match d.vol.get(name).copied() {
                 Some(ino) => {
                     if self.dir(ino).is_none() {
-                        return Err(if last {
-                            errors::exists()
-                        } else {
-                            errors::not_dir()
-                        });
+                        return Err(if last { errors::exists() } else { errors::not_dir() });
                     }
                     cur = ino;
                 }
@@ -260,11 +238,7 @@ impl State {
         Ok(())
     }
 
-    pub(crate) fn op_read_dir(
-        &mut self,
-        ctx: &mut Ctx,
-        comps: &Components,
-    ) -> io::Result<Vec<DirEntry>> {
+    pub(crate) fn op_read_dir(&mut self, ctx: &mut Ctx, comps: &Components) -> io::Result<Vec<DirEntry>> {
         let ino = self.resolve(comps, View::Live)?;
         ctx.ino = Some(ino);
         let Some(d) = self.dir(ino) else {
@@ -279,11 +253,7 @@ impl State {
             .collect())
     }
 
-    pub(crate) fn op_metadata(
-        &mut self,
-        ctx: &mut Ctx,
-        comps: &Components,
-    ) -> io::Result<Metadata> {
+    pub(crate) fn op_metadata(&mut self, ctx: &mut Ctx, comps: &Components) -> io::Result<Metadata> {
         let ino = self.resolve(comps, View::Live)?;
         ctx.ino = Some(ino);
         Ok(match self.inodes.get(&ino) {
@@ -291,30 +261,19 @@ impl State {
                 len: f.vol.len,
                 is_dir: false,
             },
-            Some(Inode::Dir(_)) => Metadata {
-                len: 0,
-                is_dir: true,
-            },
+            Some(Inode::Dir(_)) => Metadata { len: 0, is_dir: true },
             None => return Err(errors::not_found()),
         })
     }
 
-    pub(crate) fn op_rename(
-        &mut self,
-        ctx: &mut Ctx,
-        from: &Components,
-        to: &Components,
-    ) -> io::Result<()> {
+    pub(crate) fn op_rename(&mut self, ctx: &mut Ctx, from: &Components, to: &Components) -> io::Result<()> {
         if from.is_empty() || to.is_empty() {
             return Err(errors::busy());
         }
         // Like Linux: both parents are resolved before the source is looked up.
         let (from_dir, from_name) = self.resolve_parent(from)?;
         let (to_dir, to_name) = self.resolve_parent(to)?;
-        let Some(src) = self
-            .dir(from_dir)
-            .and_then(|d| d.vol.get(&from_name).copied())
-        else {
+        let Some(src) = self.dir(from_dir).and_then(|d| d.vol.get(&from_name).copied()) else {
             return Err(errors::not_found());
         };
         ctx.ino = Some(src);
@@ -410,13 +369,7 @@ impl State {
 
     // ----- File -----
 
-    pub(crate) fn op_read(
-        &mut self,
-        ctx: &mut Ctx,
-        id: u64,
-        buf: &mut [u8],
-        offset: u64,
-    ) -> io::Result<usize> {
+    pub(crate) fn op_read(&mut self, ctx: &mut Ctx, id: u64, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         let h = self.handle(id)?;
         if !h.read {
             return Err(errors::bad_fd());
@@ -451,13 +404,7 @@ impl State {
         Ok(f.vol.read(unit, offset, &mut buf[..n as usize]))
     }
 
-    pub(crate) fn op_write(
-        &mut self,
-        ctx: &mut Ctx,
-        id: u64,
-        buf: &[u8],
-        offset: u64,
-    ) -> io::Result<usize> {
+    pub(crate) fn op_write(&mut self, ctx: &mut Ctx, id: u64, buf: &[u8], offset: u64) -> io::Result<usize> {
         let h = self.handle(id)?;
         if !h.write {
             return Err(errors::bad_fd());

@@ -15,9 +15,7 @@ use std::time::Duration;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::config::{
-    FaultConfig, FaultCounters, FaultKind, SimClock, SimConfig, SyncFailureProfile,
-};
+use super::config::{FaultConfig, FaultCounters, FaultKind, SimClock, SimConfig, SyncFailureProfile};
 use super::errors;
 use super::image::Image;
 use super::trace::Trace;
@@ -244,26 +242,11 @@ impl State {
     // ----- trace and counters -----
 
     /// Counts a fault and records it as its own trace event.
-    pub(crate) fn fault_event(
-        &mut self,
-        kind: FaultKind,
-        op: &'static str,
-        ino: Option<u64>,
-        offset: u64,
-        len: u64,
-    ) {
+    pub(crate) fn fault_event(&mut self, kind: FaultKind, op: &'static str, ino: Option<u64>, offset: u64, len: u64) {
         self.counters.bump(kind);
         let now = self.clock.now_ns();
-        self.trace.record(
-            now,
-            op,
-            ino,
-            None,
-            offset,
-            len,
-            "fault".to_string(),
-            Some(kind),
-        );
+        self.trace
+            .record(now, op, ino, None, offset, len, "fault".to_string(), Some(kind));
     }
 
     // ----- inodes -----

@@ -148,10 +148,7 @@ fn open_options_semantics() {
         fs.create_dir_all(p("/d")).await.unwrap();
         let e = fs.open(p("/d"), rw()).await.unwrap_err();
         assert_eq!(e.kind(), ErrorKind::IsADirectory);
-        let e = fs
-            .open(p("/"), OpenOptions::new().read(true))
-            .await
-            .unwrap_err();
+        let e = fs.open(p("/"), OpenOptions::new().read(true)).await.unwrap_err();
         assert_eq!(e.kind(), ErrorKind::IsADirectory);
         let g = fs.open(p("/x"), rw().truncate(true)).await.unwrap();
         assert_eq!(g.len().await.unwrap(), 0);
@@ -164,10 +161,7 @@ fn handle_access_modes() {
     block_on(async {
         let fs = SimFs::new(1);
         durable_file(&fs, "/f", b"data").await;
-        let ro = fs
-            .open(p("/f"), OpenOptions::new().read(true))
-            .await
-            .unwrap();
+        let ro = fs.open(p("/f"), OpenOptions::new().read(true)).await.unwrap();
         let e = ro.write_at(b"x", 0).await.unwrap_err();
         assert!(is_errno(&e, 9, ErrorKind::Other), "{e:?}");
         let e = ro.allocate(100).await.unwrap_err();
@@ -175,10 +169,7 @@ fn handle_access_modes() {
         let e = ro.set_len(0).await.unwrap_err();
         assert_eq!(e.kind(), ErrorKind::InvalidInput);
         ro.sync_all().await.unwrap();
-        let wo = fs
-            .open(p("/f"), OpenOptions::new().write(true))
-            .await
-            .unwrap();
+        let wo = fs.open(p("/f"), OpenOptions::new().write(true)).await.unwrap();
         let mut buf = [0u8; 4];
         let e = wo.read_at(&mut buf, 0).await.unwrap_err();
         assert!(is_errno(&e, 9, ErrorKind::Other), "{e:?}");
@@ -404,19 +395,13 @@ fn unlink_subsets_survive_power_loss() {
             for (i, n) in ["s1", "s2", "s3"].iter().enumerate() {
                 if fs.exists(Path::new(&format!("/{n}"))).await.unwrap() {
                     pat |= 1 << i;
-                    assert_eq!(
-                        fs.volatile_content(Path::new(&format!("/{n}"))).unwrap(),
-                        n.as_bytes()
-                    );
+                    assert_eq!(fs.volatile_content(Path::new(&format!("/{n}"))).unwrap(), n.as_bytes());
                 }
             }
             patterns.insert(pat);
         });
     }
-    assert!(
-        patterns.contains(&0b101),
-        "a hole in the middle: {patterns:?}"
-    );
+    assert!(patterns.contains(&0b101), "a hole in the middle: {patterns:?}");
     assert!(patterns.len() >= 6, "{patterns:?}");
 }
 
@@ -443,10 +428,7 @@ fn resurrected_unlink_brings_space_back() {
             if fs.exists(p("/old")).await.unwrap() {
                 resurrected += 1;
                 assert_eq!(fs.counters().get(FaultKind::ResurrectedFile), 1);
-                assert_eq!(
-                    fs.used_bytes(),
-                    80 + fs.metadata(p("/new")).await.map_or(0, |m| m.len)
-                );
+                assert_eq!(fs.used_bytes(), 80 + fs.metadata(p("/new")).await.map_or(0, |m| m.len));
                 assert_eq!(fs.volatile_content(p("/old")).unwrap(), vec![7u8; 80]);
             } else {
                 assert_eq!(fs.counters().get(FaultKind::ResurrectedFile), 0);
@@ -667,9 +649,7 @@ fn latent_sector_error_until_rewritten() {
         let fs = SimFs::new(4);
         let f = durable_file(&fs, "/a", &[1u8; 512]).await;
         f.write_all_at(&[2u8; 512], 0).await.unwrap();
-        fs.set_faults(one(FaultKind::LatentSectorError, |c| {
-            c.latent_sector_error = 1.0
-        }));
+        fs.set_faults(one(FaultKind::LatentSectorError, |c| c.latent_sector_error = 1.0));
         f.sync_data().await.unwrap();
         fs.set_faults(FaultConfig::none());
         assert_eq!(fs.counters().get(FaultKind::LatentSectorError), 1);
@@ -695,11 +675,7 @@ fn bit_rot_visible_after_power_loss() {
         f.sync_data().await.unwrap();
         fs.set_faults(FaultConfig::none());
         assert_eq!(fs.counters().get(FaultKind::BitRot), 1);
-        assert_eq!(
-            read_all(&f).await.unwrap(),
-            vec![0xAAu8; 1000],
-            "page cache still good"
-        );
+        assert_eq!(read_all(&f).await.unwrap(), vec![0xAAu8; 1000], "page cache still good");
         fs.crash(CrashKind::PowerLoss);
         let v = fs.volatile_content(p("/a")).unwrap();
         let flipped: u32 = v.iter().map(|b| (b ^ 0xAA).count_ones()).sum();
@@ -713,20 +689,14 @@ fn misdirected_write_lands_elsewhere() {
         let fs = SimFs::new(4);
         let f = durable_file(&fs, "/a", &[0u8; 8192]).await;
         f.write_all_at(&[7u8; 4096], 0).await.unwrap();
-        fs.set_faults(one(FaultKind::MisdirectedWrite, |c| {
-            c.misdirected_write = 1.0
-        }));
+        fs.set_faults(one(FaultKind::MisdirectedWrite, |c| c.misdirected_write = 1.0));
         f.sync_data().await.unwrap();
         fs.set_faults(FaultConfig::none());
         assert_eq!(fs.counters().get(FaultKind::MisdirectedWrite), 1);
         fs.crash(CrashKind::PowerLoss);
         let v = fs.volatile_content(p("/a")).unwrap();
         assert_eq!(&v[..4096], &[0u8; 4096][..], "target kept its old content");
-        assert_eq!(
-            &v[4096..],
-            &[7u8; 4096][..],
-            "bytes landed at the other page"
-        );
+        assert_eq!(&v[4096..], &[7u8; 4096][..], "bytes landed at the other page");
     });
 }
 
@@ -760,10 +730,7 @@ fn torn_lost_and_garbage_at_power_loss() {
             }
         });
     }
-    assert!(
-        torn > 0 && lost > 0 && garbage > 0,
-        "{torn} {lost} {garbage}"
-    );
+    assert!(torn > 0 && lost > 0 && garbage > 0, "{torn} {lost} {garbage}");
 }
 
 #[test]
@@ -922,9 +889,7 @@ async fn workload(fs: &SimFs) -> Vec<Option<Vec<u8>>> {
         });
     }
     let mut out = Vec::new();
-    for n in [
-        "/db/f0", "/db/f1", "/db/g1", "/db/f2", "/db/f3", "/db/f4", "/db/f5",
-    ] {
+    for n in ["/db/f0", "/db/f1", "/db/g1", "/db/f2", "/db/f3", "/db/f4", "/db/f5"] {
         out.push(fs.volatile_content(p(n)));
         out.push(fs.durable_content(p(n)));
     }
@@ -1039,9 +1004,7 @@ fn trace_records_operations() {
         assert_ne!(fs.trace_hash(), h1);
         let t = fs.trace();
         assert!(t.iter().any(|e| e.op == "power_loss"));
-        assert!(t
-            .iter()
-            .any(|e| e.op == "dir_op_kept" || e.op == "dir_op_lost"));
+        assert!(t.iter().any(|e| e.op == "dir_op_kept" || e.op == "dir_op_lost"));
     });
 }
 
