@@ -228,26 +228,37 @@ impl State {
             self.inject(ctx, FaultKind::LyingSync);
             return Ok(());
         }
-        for id in pending {
-            let ready = match self.ops.get_mut(&id) {
-                Some(op) => {
-                    op.synced.insert(dir);
-                    op.synced.is_superset(&op.dirs)
-                }
-                None => false,
-            };
-            if ready {
-                if let Some(op) = self.ops.get(&id) {
-                    let parts = op.parts.clone();
-                    for (d, c) in &parts {
-                        self.apply_durable(*d, c);
-                    }
-                }
-                self.forget_op(id);
+        for id in &pending {
+            if let Some(op) = self.ops.get_mut(id) {
+                op.synced.insert(dir);
             }
         }
+        self.apply_ready_ops();
         self.gc();
         Ok(())
+    }
+
+    /// Makes durable, in order, every pending operation whose directories
+    /// have all been synced since it happened, unless an earlier pending
+    /// operation shares a directory with it: durability never reorders the
+    /// operations of a directory (a remove must not become durable before the
+    /// rename that created the name, or the name would come back).
+    fn apply_ready_ops(&mut self) {
+        loop {
+            let ready = self.ops.iter().find_map(|(&id, op)| {
+                let synced = op.synced.is_superset(&op.dirs);
+                let blocked = self.ops.range(..id).any(|(_, earlier)| !earlier.dirs.is_disjoint(&op.dirs));
+                (synced && !blocked).then_some(id)
+            });
+            let Some(id) = ready else { break };
+            if let Some(op) = self.ops.get(&id) {
+                let parts = op.parts.clone();
+                for (d, c) in &parts {
+                    self.apply_durable(*d, c);
+                }
+            }
+            self.forget_op(id);
+        }
     }
 
     /// Fills `buf` with seeded garbage.
