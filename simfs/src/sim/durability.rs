@@ -247,7 +247,10 @@ impl State {
         loop {
             let ready = self.ops.iter().find_map(|(&id, op)| {
                 let synced = op.synced.is_superset(&op.dirs);
-                let blocked = self.ops.range(..id).any(|(_, earlier)| !earlier.dirs.is_disjoint(&op.dirs));
+                let blocked = self
+                    .ops
+                    .range(..id)
+                    .any(|(_, earlier)| !earlier.dirs.is_disjoint(&op.dirs));
                 (synced && !blocked).then_some(id)
             });
             let Some(id) = ready else { break };

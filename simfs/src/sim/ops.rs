@@ -281,6 +281,11 @@ impl State {
             return Ok(());
         }
         let src_is_dir = self.dir(src).is_some();
+        if to.len() < from.len() && from[..to.len()] == to[..] {
+            // The target is an ancestor of the source: Linux says ENOTEMPTY
+            // before it looks at the kinds.
+            return Err(errors::not_empty());
+        }
         if src_is_dir && to.len() > from.len() && to[..from.len()] == from[..] {
             // A directory cannot move into itself.
             return Err(errors::invalid());
