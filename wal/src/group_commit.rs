@@ -417,6 +417,9 @@ impl<F: Fs> Writer<F> {
         let (file, data_start) = match self.create_file(inner, &path, id, first).await {
             Ok(f) => f,
             Err(CreateError::Write(cause)) => {
+                // Its id must not come back after a restart (best effort: the
+                // disk may be full; a reused id of a removed file is harmless).
+                let _ = inner.update_meta(|_| {}).await;
                 // Remove the half-made file durably, or stop: a leftover would
                 // be a second active segment after a crash.
                 let removed = match inner.fs.remove_file(&path).await {

@@ -120,6 +120,19 @@ pub struct CompactionOptions {
     pub max_output_bytes: u64,
 }
 
+impl CompactionOptions {
+    /// Checks the limits: both non-zero, the output at least the small size.
+    pub fn validate(&self) -> Result<()> {
+        if self.small_segment_bytes == 0 || self.max_output_bytes < self.small_segment_bytes {
+            return Err(Error::InvalidArgument(format!(
+                "compaction: small_segment_bytes {} must be non-zero and at most max_output_bytes {}",
+                self.small_segment_bytes, self.max_output_bytes
+            )));
+        }
+        Ok(())
+    }
+}
+
 impl Default for CompactionOptions {
     fn default() -> Self {
         CompactionOptions {
@@ -389,6 +402,8 @@ impl<F: Fs> Inner<F> {
             };
             self.remove_durably(&victim.path()).await?;
             self.state().segments.pop();
+            // Iterators holding it must not serve its records again.
+            victim.mark_removed();
         }
         // 2. The segment holding `from - 1`, if it holds more.
         let holder = self.state().segments.last().cloned();

@@ -95,6 +95,9 @@ impl Meta {
         if flags & !FLAG_CLEAN != 0 || b[56..60] != [0; 4] {
             return bad("unknown flags");
         }
+        if flags & FLAG_CLEAN == 0 && b[32..56].iter().any(|&x| x != 0) {
+            return bad("a clean marker without the clean flag");
+        }
         let clean = (flags & FLAG_CLEAN != 0).then(|| CleanMarker {
             active_id: u64_at(32),
             active_len: u64_at(40),

@@ -25,7 +25,7 @@ use crate::codec::{
     FRAME_HEADER_BYTES, SEGMENT_HEADER_BYTES,
 };
 use crate::error::{Error, Result};
-use crate::meta::{read_meta, CleanMarker, Meta, META_NAME};
+use crate::meta::{read_meta, write_meta, CleanMarker, Meta, MetaWriteError, META_NAME};
 use crate::options::RecoveryMode;
 use crate::segment::{
     header_for, FrameReader, ReadStop, SegMeta, Segment, SegmentName, ACTIVE_SPARSE_STRIDE, SEGMENT_SUFFIX, TMP_SUFFIX,
@@ -80,7 +80,7 @@ pub(crate) async fn recover<F: Fs>(
     default_first_index: u64,
 ) -> Result<Recovered<F>> {
     let mut report = RecoveryReport::default();
-    let meta = read_meta(fs, dir).await?;
+    let mut meta = read_meta(fs, dir).await?;
     let entries = fs.read_dir(dir).await.map_err(|e| Error::io("read_dir", dir, 0, e))?;
     let mut sealed: Vec<(SegmentName, String)> = Vec::new();
     let mut active: Vec<(SegmentName, String)> = Vec::new();
@@ -182,7 +182,25 @@ pub(crate) async fn recover<F: Fs>(
         match scan {
             ActiveScan::Torn => {
                 // A new segment whose header never became durable, holding no
-                // valid frame: nothing in it was ever acknowledged.
+                // valid frame: nothing in it was ever acknowledged. Its id
+                // must not come back: record the id high-water mark first.
+                let m = Meta {
+                    next_segment_id,
+                    clean: None,
+                    ..meta.unwrap_or(Meta {
+                        low_water: empty_next,
+                        next_segment_id,
+                        clean: None,
+                    })
+                };
+                // Best effort: a full disk must not stop the open, and a
+                // reused id of a file that is gone is harmless.
+                match write_meta(fs, dir, &m).await {
+                    Ok(()) => meta = Some(m),
+                    Err(MetaWriteError::NotWritten(e) | MetaWriteError::Unknown(e)) => {
+                        warn!(error = %e, "could not record the segment-id high-water mark")
+                    }
+                }
                 fs.remove_file(&path)
                     .await
                     .map_err(|e| Error::io("remove", &path, 0, e))?;

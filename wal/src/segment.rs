@@ -166,6 +166,11 @@ impl<F: Fs> Segment<F> {
         self.rewrites.load(Ordering::Acquire)
     }
 
+    /// Marks the segment as gone (truncated away): readers start over.
+    pub(crate) fn mark_removed(&self) {
+        self.rewrites.fetch_add(1, Ordering::AcqRel);
+    }
+
     /// Installs a new handle after the file was cut or replaced.
     pub(crate) fn replace_file(&self, file: Arc<F::File>) {
         *self.file.lock().unwrap_or_else(|e| e.into_inner()) = Some(file);

@@ -539,10 +539,20 @@ impl<F: Fs> Wal<F> {
                 while !inner.state().queue.is_empty() {
                     w.run_group(inner).await;
                 }
-                inner.state().check_usable()?;
-                let k = k.max(inner.state().readable_next.saturating_sub(1));
+                let (first, readable) = {
+                    let st = inner.state();
+                    st.check_usable()?;
+                    (st.first_index, st.readable_next)
+                };
+                // Appends may have landed since: only a prune through the
+                // last record empties the log; records above k always stay.
+                if readable > first && k < readable - 1 {
+                    return inner.prune_sealed(k).await;
+                }
                 let r = inner.prune_all(k).await;
-                w.reset_active();
+                if r.is_ok() {
+                    w.reset_active();
+                }
                 r
             } else {
                 inner.prune_sealed(k_eff).await
@@ -609,6 +619,7 @@ impl<F: Fs> Wal<F> {
 
     /// What [`Wal::compact`] would merge now: a dry run. `Display` prints it.
     pub async fn compaction_plan(&self, opts: CompactionOptions) -> Result<CompactionPlan> {
+        opts.validate()?;
         self.inner.state().check_usable()?;
         Ok(CompactionPlan::build(&self.inner.segment_infos().await, opts))
     }
@@ -619,6 +630,7 @@ impl<F: Fs> Wal<F> {
     /// interrupted run, keeping exactly one copy of every index. Appends run
     /// meanwhile.
     pub async fn compact(&self, opts: CompactionOptions) -> Result<CompactionPlan> {
+        opts.validate()?;
         let inner = &self.inner;
         let _lifecycle = inner.lifecycle.lock().await;
         inner.state().check_usable()?;

@@ -85,6 +85,7 @@ async fn recover_and_check(fs: &SimFs, clock: &StepClock, policy: SyncPolicy, ac
         .unwrap()
         .into_iter()
         .map(|e| e.name)
+        .filter(|n| n.ends_with(".wal"))
         .collect();
     assert_eq!(names, on_disk);
     // Appends go on after recovery.

@@ -486,7 +486,14 @@ fn failed_rotation_keeps_memory_equal_to_disk() {
         assert!(wal.rotate().await.is_err());
         fs.set_faults(FaultConfig::none());
         let names: Vec<String> = wal.segment_files().into_iter().map(|s| s.0).collect();
-        let on_disk: Vec<String> = fs.read_dir(dir()).await.unwrap().into_iter().map(|e| e.name).collect();
+        let on_disk: Vec<String> = fs
+            .read_dir(dir())
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| e.name)
+            .filter(|n| n.ends_with(".wal"))
+            .collect();
         assert_eq!(names, on_disk);
         assert_eq!(wal.append(payload(4, 5)).await.unwrap(), 4);
         assert_eq!(collect(&wal).await.unwrap().len(), 5);

@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::future::Future;
 use std::sync::atomic::Ordering;
 
 use common::*;
@@ -490,4 +491,68 @@ fn heal_after_faulty_lifecycle() {
             wal.append(b"after".to_vec()).await.unwrap();
         });
     }
+}
+
+#[test]
+fn a_failed_full_prune_changes_nothing() {
+    block_on(async {
+        let fs = SimFs::new(14);
+        let wal = open(&fs, five_per_segment()).await.unwrap();
+        fill(&wal, 12).await;
+        fs.set_faults(FaultConfig {
+            eio_rename: 1.0,
+            ..FaultConfig::none()
+        });
+        assert!(wal.prune_through(100).await.is_err());
+        fs.set_faults(FaultConfig::none());
+        assert!(wal.stopped().is_none());
+        assert_eq!((wal.first_index(), wal.next_index()), (0, 12));
+        wal.append(b"x".to_vec()).await.unwrap();
+        drop(wal);
+        let wal = open(&fs, five_per_segment()).await.unwrap();
+        assert_eq!(indices(&collect(&wal).await.unwrap()), (0..13).collect::<Vec<_>>());
+    });
+}
+
+#[test]
+fn an_iterator_never_serves_records_of_a_truncated_segment() {
+    block_on(async {
+        let fs = SimFs::new(15);
+        let wal = open(&fs, five_per_segment()).await.unwrap();
+        fill(&wal, 14).await;
+        let mut it = wal.iter_from(12).unwrap();
+        assert_eq!(it.next().await.unwrap().unwrap().0, 12);
+        wal.truncate_after(7).await.unwrap();
+        for i in 8..14u64 {
+            wal.append(format!("new{i}").into_bytes()).await.unwrap();
+        }
+        assert_eq!(it.next().await.unwrap().unwrap(), (13, b"new13".to_vec()));
+    });
+}
+
+#[test]
+fn dropping_an_append_mid_write_stops_the_wal() {
+    block_on(async {
+        let fs = SimFs::with_config(16, yielding());
+        let wal = open(&fs, Options::default()).await.unwrap();
+        wal.append(b"a".to_vec()).await.unwrap();
+        {
+            // Poll the append once (it leads the group and waits inside its
+            // write), then drop it.
+            let mut fut = Box::pin(wal.append(b"b".to_vec()));
+            let waker = futures::task::noop_waker();
+            let mut cx = std::task::Context::from_waker(&waker);
+            assert!(fut.as_mut().poll(&mut cx).is_pending());
+        }
+        let err = wal.append(b"c".to_vec()).await.unwrap_err();
+        assert!(
+            matches!(&err, Error::Stopped { cause } if matches!(**cause, Error::Interrupted { .. })),
+            "{err}"
+        );
+        drop(wal);
+        let wal = open(&fs, Options::default()).await.unwrap();
+        let log = collect(&wal).await.unwrap();
+        assert_eq!(log[0].1, b"a");
+        assert!(log.len() <= 2);
+    });
 }
