@@ -70,7 +70,7 @@ impl<F: Fs> WalIter<F> {
             Ok(None) => None,
             Err(e) => {
                 self.reader = None;
-                Some(Err(e))
+                Some(Err(self.inner.prefer_stopped(e)))
             }
         }
     }

@@ -57,6 +57,10 @@ pub struct RecoveryReport {
     /// Whether a clean-shutdown marker let open skip scanning the active
     /// segment (no record data was read).
     pub clean_reopen: bool,
+    /// Bytes of records rewritten before the fsync that makes them durable:
+    /// records that were not known durable when the last frame was written
+    /// (after a crash, or a stop on a failed fsync).
+    pub rewritten_bytes: u64,
 }
 
 /// The recovered state handed to the engine.
@@ -496,6 +500,8 @@ async fn scan_active<F: Fs>(
         sparse: Vec::new(),
         batch_sparse: Vec::new(),
         first,
+        durable_hint: 0,
+        batch_durable_hint: 0,
     };
     let damage = loop {
         match reader.next_raw_header().await {
@@ -514,6 +520,7 @@ async fn scan_active<F: Fs>(
         next,
         committed_end,
         sparse,
+        durable_hint,
         ..
     } = scan;
     if let Some((bad_offset, reason)) = damage {
@@ -532,8 +539,16 @@ async fn scan_active<F: Fs>(
         report.torn_bytes_cut = len - committed_end;
         warn!(path = %path.display(), from = committed_end, bytes = len - committed_end, "cut torn tail");
     }
-    // Records a process crash left in the page cache are served from now on,
-    // so they must be durable before anyone reads them.
+    // Records a crashed or stopped process left in the page cache are served
+    // from now on, so they must be durable before anyone reads them. An fsync
+    // alone is not enough: after a failed fsync (ext4, xfs) those pages are
+    // marked clean although they never reached the disk, and a new fsync
+    // writes nothing. So rewrite every record that was not known durable
+    // when the last frame was written, then fsync.
+    let from_index = durable_hint.max(first);
+    if next > from_index {
+        report.rewritten_bytes = rewrite_tail(&file, path, seed, &sparse, from_index, committed_end).await?;
+    }
     file.sync_data().await.map_err(|e| Error::io("sync_data", path, 0, e))?;
     Ok(ActiveScan::Valid {
         file,
@@ -555,6 +570,11 @@ struct Scan {
     batch_next: u64,
     sparse: Vec<(u64, u64)>,
     batch_sparse: Vec<(u64, u64)>,
+    /// The highest `durable_next` of a committed frame: every record below
+    /// it was durable (an fsync returned Ok) when that frame was written.
+    durable_hint: u64,
+    /// `durable_next` values of the unfinished batch's frames.
+    batch_durable_hint: u64,
 }
 
 impl Scan {
@@ -580,13 +600,59 @@ impl Scan {
             self.batch_sparse.push((h.index, offset));
         }
         self.batch_next = h.index + 1;
+        self.batch_durable_hint = self.batch_durable_hint.max(h.durable_next);
         if h.kind.commits() {
             self.next = self.batch_next;
             self.committed_end = end;
             self.sparse.append(&mut self.batch_sparse);
+            self.durable_hint = self.durable_hint.max(self.batch_durable_hint);
         }
         Ok(())
     }
+}
+
+/// Rewrites, byte for byte, the frames from the record `from_index` to
+/// `end`, so that a following fsync writes them whatever the page cache's
+/// state (see `scan_active`). The first of them starts a group written after
+/// an fsync, so with `durable_alignment_bytes` padding it starts on a fresh
+/// block: no sector holding acknowledged records is touched. Returns the
+/// bytes rewritten.
+async fn rewrite_tail<Fl: File>(
+    file: &Arc<Fl>,
+    path: &Path,
+    seed: FrameSeed,
+    sparse: &[(u64, u64)],
+    from_index: u64,
+    end: u64,
+) -> Result<u64> {
+    let pos = sparse.partition_point(|&(i, _)| i <= from_index);
+    let start = pos.checked_sub(1).map_or(SEGMENT_HEADER_BYTES as u64, |p| sparse[p].1);
+    let mut reader = FrameReader::new(file.clone(), seed, start, end);
+    let from = loop {
+        let f = reader
+            .next_header()
+            .await
+            .map_err(|stop| stop.into_error(path, from_index))?;
+        if f.header.index >= from_index {
+            break f.offset;
+        }
+    };
+    const CHUNK: u64 = 1 << 20;
+    let mut buf = Vec::new();
+    let mut pos = from;
+    while pos < end {
+        let n = (end - pos).min(CHUNK);
+        buf.resize(n as usize, 0);
+        file.read_exact_at(&mut buf, pos)
+            .await
+            .map_err(|e| Error::io("read", path, pos, e))?;
+        file.write_all_at(&buf, pos)
+            .await
+            .map_err(|e| Error::io("rewrite", path, pos, e))?;
+        pos += n;
+    }
+    info!(path = %path.display(), from, bytes = end - from, "rewrote records not known durable");
+    Ok(end - from)
 }
 
 /// Damage was found at `bad_offset`; decides per mode whether it is an error.

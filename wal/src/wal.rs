@@ -330,6 +330,8 @@ impl<F: Fs> Wal<F> {
 
     async fn submit(&self, records: Vec<Vec<u8>>, batch: bool, at: Option<u64>) -> Result<u64> {
         let inner = &self.inner;
+        // A stopped WAL answers `Stopped` to everything, bad arguments included.
+        inner.state().check_usable()?;
         let bytes = check_records(&inner.opts, &records)?;
         let mut records = records;
         let mut done = loop {
@@ -387,7 +389,8 @@ impl<F: Fs> Wal<F> {
     /// Reads the record at `index`. Only acknowledged records are readable.
     pub async fn read(&self, index: u64) -> Result<Vec<u8>> {
         let seg = self.inner.segment_for(index)?;
-        seg.read(&self.inner.fs, index).await
+        let result = seg.read(&self.inner.fs, index).await;
+        result.map_err(|e| self.inner.prefer_stopped(e))
     }
 
     /// An iterator over the records from `index` on, in order. It sees
@@ -740,6 +743,12 @@ impl<F: Fs> Inner<F> {
                 format!("no segment holds index {index}"),
             )),
         }
+    }
+
+    /// A read that failed while the WAL stopped (its page cache may have
+    /// changed under it, e.g. a btrfs revert) reports the stop, not damage.
+    pub(crate) fn prefer_stopped(&self, e: Error) -> Error {
+        self.state().check_usable().err().unwrap_or(e)
     }
 
     /// Whether the sync policy makes every write durable before acknowledging it.
