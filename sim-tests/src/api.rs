@@ -1,0 +1,139 @@
+//! The log under test as a trait object, so the runner drives the real
+//! [`wal::Wal`] and the deliberately broken wrappers of [`crate::broken`]
+//! through one interface.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use simfs::{Fs, SimFs};
+use wal::{Error, Options, RecoveryReport, Result, Wal, WalIter};
+
+/// Every WAL call the workload makes.
+pub trait LogApi: Send + Sync + 'static {
+    /// [`Wal::append`].
+    fn append(&self, record: Vec<u8>) -> BoxFuture<'_, Result<u64>>;
+    /// [`Wal::append_at`].
+    fn append_at(&self, index: u64, record: Vec<u8>) -> BoxFuture<'_, Result<u64>>;
+    /// [`Wal::append_batch`].
+    fn append_batch(&self, records: Vec<Vec<u8>>) -> BoxFuture<'_, Result<u64>>;
+    /// [`Wal::append_batch_at`].
+    fn append_batch_at(&self, index: u64, records: Vec<Vec<u8>>) -> BoxFuture<'_, Result<u64>>;
+    /// [`Wal::read`].
+    fn read(&self, index: u64) -> BoxFuture<'_, Result<Vec<u8>>>;
+    /// [`Wal::iter_from`].
+    fn iter_from(&self, index: u64) -> Result<Box<dyn LogIter>>;
+    /// [`Wal::rotate`].
+    fn rotate(&self) -> BoxFuture<'_, Result<()>>;
+    /// [`Wal::sync`].
+    fn sync(&self) -> BoxFuture<'_, Result<()>>;
+    /// [`Wal::close`]; fails with `InvalidArgument` if the log is still shared.
+    fn close(self: Arc<Self>) -> BoxFuture<'static, Result<()>>;
+    /// [`Wal::first_index`].
+    fn first_index(&self) -> u64;
+    /// [`Wal::next_index`].
+    fn next_index(&self) -> u64;
+    /// [`Wal::stopped`].
+    fn stopped(&self) -> Option<Error>;
+    /// The file names of [`Wal::segment_files`].
+    fn segment_names(&self) -> Vec<String>;
+    /// [`Wal::recovery_report`].
+    fn recovery_report(&self) -> RecoveryReport;
+}
+
+/// One step of an iterator: `(index, payload)`, an error, or `None` when caught up.
+pub type IterStep = Option<Result<(u64, Vec<u8>)>>;
+
+/// [`wal::WalIter`] as a trait object.
+pub trait LogIter: Send {
+    /// [`WalIter::next`].
+    fn next(&mut self) -> BoxFuture<'_, IterStep>;
+}
+
+/// How the runner opens the log under test on a SimFs.
+pub type Opener = Arc<dyn Fn(SimFs, PathBuf, Options) -> BoxFuture<'static, Result<Arc<dyn LogApi>>> + Send + Sync>;
+
+/// The real WAL behind [`LogApi`].
+pub struct WalAdapter<F: Fs> {
+    wal: Wal<F>,
+}
+
+impl<F: Fs> WalAdapter<F> {
+    /// Opens the real WAL on `fs`.
+    pub async fn open(fs: F, dir: &Path, opts: Options) -> Result<Arc<dyn LogApi>> {
+        let wal = Wal::open(fs, dir, opts).await?;
+        Ok(Arc::new(WalAdapter { wal }))
+    }
+}
+
+/// Opens the real WAL, on SimFs wrapped by `wrap` (identity for the real run).
+pub fn opener_with<F: Fs>(wrap: impl Fn(SimFs) -> F + Send + Sync + 'static) -> Opener {
+    let wrap = Arc::new(wrap);
+    Arc::new(move |fs, dir, opts| {
+        let fs = wrap(fs);
+        Box::pin(async move { WalAdapter::open(fs, &dir, opts).await })
+    })
+}
+
+/// The real WAL on the bare SimFs.
+pub fn real_opener() -> Opener {
+    opener_with(|fs| fs)
+}
+
+struct IterAdapter<F: Fs>(WalIter<F>);
+
+impl<F: Fs> LogIter for IterAdapter<F> {
+    fn next(&mut self) -> BoxFuture<'_, IterStep> {
+        Box::pin(self.0.next())
+    }
+}
+
+impl<F: Fs> LogApi for WalAdapter<F> {
+    fn append(&self, record: Vec<u8>) -> BoxFuture<'_, Result<u64>> {
+        Box::pin(self.wal.append(record))
+    }
+    fn append_at(&self, index: u64, record: Vec<u8>) -> BoxFuture<'_, Result<u64>> {
+        Box::pin(self.wal.append_at(index, record))
+    }
+    fn append_batch(&self, records: Vec<Vec<u8>>) -> BoxFuture<'_, Result<u64>> {
+        Box::pin(self.wal.append_batch(records))
+    }
+    fn append_batch_at(&self, index: u64, records: Vec<Vec<u8>>) -> BoxFuture<'_, Result<u64>> {
+        Box::pin(self.wal.append_batch_at(index, records))
+    }
+    fn read(&self, index: u64) -> BoxFuture<'_, Result<Vec<u8>>> {
+        Box::pin(self.wal.read(index))
+    }
+    fn iter_from(&self, index: u64) -> Result<Box<dyn LogIter>> {
+        Ok(Box::new(IterAdapter(self.wal.iter_from(index)?)))
+    }
+    fn rotate(&self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(self.wal.rotate())
+    }
+    fn sync(&self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(self.wal.sync())
+    }
+    fn close(self: Arc<Self>) -> BoxFuture<'static, Result<()>> {
+        match Arc::try_unwrap(self) {
+            Ok(a) => Box::pin(a.wal.close()),
+            Err(_) => Box::pin(futures::future::ready(Err(Error::InvalidArgument(
+                "close: the log is still shared by a task".into(),
+            )))),
+        }
+    }
+    fn first_index(&self) -> u64 {
+        self.wal.first_index()
+    }
+    fn next_index(&self) -> u64 {
+        self.wal.next_index()
+    }
+    fn stopped(&self) -> Option<Error> {
+        self.wal.stopped()
+    }
+    fn segment_names(&self) -> Vec<String> {
+        self.wal.segment_files().into_iter().map(|(name, ..)| name).collect()
+    }
+    fn recovery_report(&self) -> RecoveryReport {
+        self.wal.recovery_report().clone()
+    }
+}

@@ -1,0 +1,263 @@
+//! Deliberately broken filesystems and WALs, for proof of power: the sweep
+//! must catch each of them within a bounded number of seeds
+//! (`tests/power.rs`). They live here, in the test crate: the production
+//! crates carry no bug behind a flag.
+
+use std::io;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use futures::future::BoxFuture;
+use simfs::{DirEntry, File, Fs, Metadata, OpenOptions, SimFs};
+use wal::{Error, RecoveryReport, Result};
+
+use crate::api::{opener_with, real_opener, LogApi, LogIter, Opener};
+
+/// A bug planted in the filesystem under the real WAL.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FsBug {
+    /// `sync_data`/`sync_all` return Ok without syncing: the WAL
+    /// acknowledges before anything is durable.
+    NoFsync,
+    /// `sync_dir` returns Ok without syncing: a new segment's name is not
+    /// durable when the WAL acknowledges records in it.
+    NoDirSync,
+    /// A failed `sync_data` is retried and the retry's Ok returned
+    /// (PostgreSQL's fsyncgate): data the failed sync covered is reported durable.
+    RetryFailedFsync,
+    /// `read_dir` hides the oldest sealed segment: recovery silently loses
+    /// the head of the log.
+    HideOldestSegment,
+}
+
+/// A bug planted in a wrapper around the real WAL.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WalBug {
+    /// Appends return at once with the index predicted at call time and
+    /// write in the background: acknowledged before written, and reordered
+    /// under concurrency.
+    EarlyAck,
+    /// Every 5th append returns `Ok(next index)` without writing anything.
+    DropRecord,
+    /// Batches are written in reverse order.
+    ReverseBatch,
+}
+
+/// Any planted bug.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bug {
+    /// In the filesystem.
+    Fs(FsBug),
+    /// In the WAL.
+    Wal(WalBug),
+}
+
+impl Bug {
+    /// Every planted bug.
+    pub const ALL: [Bug; 7] = [
+        Bug::Fs(FsBug::NoFsync),
+        Bug::Fs(FsBug::NoDirSync),
+        Bug::Fs(FsBug::RetryFailedFsync),
+        Bug::Fs(FsBug::HideOldestSegment),
+        Bug::Wal(WalBug::EarlyAck),
+        Bug::Wal(WalBug::DropRecord),
+        Bug::Wal(WalBug::ReverseBatch),
+    ];
+
+    /// The opener that runs the real WAL with this bug planted.
+    pub fn opener(self) -> Opener {
+        match self {
+            Bug::Fs(b) => opener_with(move |fs: SimFs| BrokenFs { inner: fs, bug: b }),
+            Bug::Wal(b) => {
+                let real = real_opener();
+                Arc::new(move |fs, dir, opts| {
+                    let open = real(fs, dir, opts);
+                    Box::pin(async move {
+                        let inner = open.await?;
+                        Ok(Arc::new(BrokenWal {
+                            inner,
+                            bug: b,
+                            count: AtomicU64::new(0),
+                        }) as Arc<dyn LogApi>)
+                    })
+                })
+            }
+        }
+    }
+}
+
+/// A filesystem with a planted bug.
+pub struct BrokenFs<F: Fs> {
+    inner: F,
+    bug: FsBug,
+}
+
+/// A file of [`BrokenFs`].
+pub struct BrokenFile<Fl: File> {
+    inner: Fl,
+    bug: FsBug,
+}
+
+#[async_trait]
+impl<F: Fs> Fs for BrokenFs<F> {
+    type File = BrokenFile<F::File>;
+    type DirLock = F::DirLock;
+
+    async fn open(&self, path: &Path, options: OpenOptions) -> io::Result<Self::File> {
+        let inner = self.inner.open(path, options).await?;
+        Ok(BrokenFile { inner, bug: self.bug })
+    }
+    async fn create_dir_all(&self, path: &Path) -> io::Result<()> {
+        self.inner.create_dir_all(path).await
+    }
+    async fn read_dir(&self, path: &Path) -> io::Result<Vec<DirEntry>> {
+        let mut entries = self.inner.read_dir(path).await?;
+        if self.bug == FsBug::HideOldestSegment {
+            let segs: Vec<usize> = (0..entries.len())
+                .filter(|&i| entries[i].name.ends_with(".wal"))
+                .collect();
+            if let Some(&i) = segs.first() {
+                if segs.len() >= 2 && !entries[i].name.contains("active") {
+                    entries.remove(i);
+                }
+            }
+        }
+        Ok(entries)
+    }
+    async fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.inner.rename(from, to).await
+    }
+    async fn remove_file(&self, path: &Path) -> io::Result<()> {
+        self.inner.remove_file(path).await
+    }
+    async fn sync_dir(&self, path: &Path) -> io::Result<()> {
+        if self.bug == FsBug::NoDirSync {
+            return Ok(());
+        }
+        self.inner.sync_dir(path).await
+    }
+    async fn lock_dir(&self, path: &Path) -> io::Result<Self::DirLock> {
+        self.inner.lock_dir(path).await
+    }
+    async fn metadata(&self, path: &Path) -> io::Result<Metadata> {
+        self.inner.metadata(path).await
+    }
+}
+
+#[async_trait]
+impl<Fl: File> File for BrokenFile<Fl> {
+    async fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        self.inner.read_at(buf, offset).await
+    }
+    async fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
+        self.inner.write_at(buf, offset).await
+    }
+    async fn set_len(&self, len: u64) -> io::Result<()> {
+        self.inner.set_len(len).await
+    }
+    async fn allocate(&self, len: u64) -> io::Result<()> {
+        self.inner.allocate(len).await
+    }
+    async fn sync_data(&self) -> io::Result<()> {
+        match self.bug {
+            FsBug::NoFsync => Ok(()),
+            FsBug::RetryFailedFsync => match self.inner.sync_data().await {
+                Ok(()) => Ok(()),
+                Err(_) => self.inner.sync_data().await,
+            },
+            _ => self.inner.sync_data().await,
+        }
+    }
+    async fn sync_all(&self) -> io::Result<()> {
+        match self.bug {
+            FsBug::NoFsync => Ok(()),
+            FsBug::RetryFailedFsync => match self.inner.sync_all().await {
+                Ok(()) => Ok(()),
+                Err(_) => self.inner.sync_all().await,
+            },
+            _ => self.inner.sync_all().await,
+        }
+    }
+    async fn len(&self) -> io::Result<u64> {
+        self.inner.len().await
+    }
+}
+
+/// A WAL wrapper with a planted bug.
+pub struct BrokenWal {
+    inner: Arc<dyn LogApi>,
+    bug: WalBug,
+    count: AtomicU64,
+}
+
+impl LogApi for BrokenWal {
+    fn append(&self, record: Vec<u8>) -> BoxFuture<'_, Result<u64>> {
+        let n = self.count.fetch_add(1, Ordering::Relaxed);
+        match self.bug {
+            WalBug::EarlyAck => {
+                let predicted = self.inner.next_index();
+                let inner = self.inner.clone();
+                drop(madsim::task::spawn(async move {
+                    let _ = inner.append(record).await;
+                }));
+                Box::pin(futures::future::ready(Ok(predicted)))
+            }
+            WalBug::DropRecord if n % 5 == 4 && self.inner.stopped().is_none() => {
+                Box::pin(futures::future::ready(Ok(self.inner.next_index())))
+            }
+            _ => self.inner.append(record),
+        }
+    }
+    fn append_at(&self, index: u64, record: Vec<u8>) -> BoxFuture<'_, Result<u64>> {
+        self.inner.append_at(index, record)
+    }
+    fn append_batch(&self, mut records: Vec<Vec<u8>>) -> BoxFuture<'_, Result<u64>> {
+        if self.bug == WalBug::ReverseBatch {
+            records.reverse();
+        }
+        self.inner.append_batch(records)
+    }
+    fn append_batch_at(&self, index: u64, mut records: Vec<Vec<u8>>) -> BoxFuture<'_, Result<u64>> {
+        if self.bug == WalBug::ReverseBatch {
+            records.reverse();
+        }
+        self.inner.append_batch_at(index, records)
+    }
+    fn read(&self, index: u64) -> BoxFuture<'_, Result<Vec<u8>>> {
+        self.inner.read(index)
+    }
+    fn iter_from(&self, index: u64) -> Result<Box<dyn LogIter>> {
+        self.inner.iter_from(index)
+    }
+    fn rotate(&self) -> BoxFuture<'_, Result<()>> {
+        self.inner.rotate()
+    }
+    fn sync(&self) -> BoxFuture<'_, Result<()>> {
+        self.inner.sync()
+    }
+    fn close(self: Arc<Self>) -> BoxFuture<'static, Result<()>> {
+        match Arc::try_unwrap(self) {
+            Ok(w) => w.inner.close(),
+            Err(_) => Box::pin(futures::future::ready(Err(Error::InvalidArgument(
+                "close: still shared".into(),
+            )))),
+        }
+    }
+    fn first_index(&self) -> u64 {
+        self.inner.first_index()
+    }
+    fn next_index(&self) -> u64 {
+        self.inner.next_index()
+    }
+    fn stopped(&self) -> Option<Error> {
+        self.inner.stopped()
+    }
+    fn segment_names(&self) -> Vec<String> {
+        self.inner.segment_names()
+    }
+    fn recovery_report(&self) -> RecoveryReport {
+        self.inner.recovery_report()
+    }
+}

@@ -1,0 +1,645 @@
+//! The swarm configuration: everything one seed decides about a run.
+//!
+//! [`RunConfig::from_seed`] draws every parameter from a ChaCha8 stream of the
+//! seed, so one number names the whole run. [`Overrides`] (from `SIM_SHRINK`)
+//! switch fault classes off and cut the round count without changing anything
+//! else the seed decided, which is what shrinking needs.
+
+use std::fmt;
+use std::time::Duration;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use simfs::{FaultConfig, SyncFailureProfile};
+use wal::{Options, RecoveryMode, Sleeper, SyncPolicy};
+
+/// One switchable class of fault or event. The discriminant is its bit in
+/// [`RunConfig::mask`] and in the `SIM_SHRINK` mask.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum FaultClass {
+    /// Random `StorageFull` on writes.
+    EnospcWrite = 0,
+    /// Random `StorageFull` on create/rename.
+    EnospcMetadata,
+    /// EIO on reads.
+    EioRead,
+    /// EIO on writes.
+    EioWrite,
+    /// EIO on open.
+    EioOpen,
+    /// EIO on rename.
+    EioRename,
+    /// EIO on remove.
+    EioRemove,
+    /// Failing fsyncs (semantics by profile).
+    SyncFail,
+    /// fsyncs that return Ok and persist nothing.
+    LyingSync,
+    /// Sectors that become unreadable.
+    LatentSectorError,
+    /// Bit flips in durable data.
+    BitRot,
+    /// Pages written back at the wrong offset.
+    MisdirectedWrite,
+    /// Short reads.
+    ShortRead,
+    /// Background writeback of dirty pages.
+    Writeback,
+    /// Garbage in torn sectors at power loss.
+    TornGarbage,
+    /// Disk-full episodes (a capacity limit for a round).
+    DiskFull,
+    /// Process crashes at random points.
+    ProcessCrash,
+    /// Power losses at random points.
+    PowerLoss,
+    /// Crashes while `Wal::open` runs.
+    CrashDuringOpen,
+}
+
+impl FaultClass {
+    /// Every class, in bit order.
+    pub const ALL: [FaultClass; 19] = [
+        FaultClass::EnospcWrite,
+        FaultClass::EnospcMetadata,
+        FaultClass::EioRead,
+        FaultClass::EioWrite,
+        FaultClass::EioOpen,
+        FaultClass::EioRename,
+        FaultClass::EioRemove,
+        FaultClass::SyncFail,
+        FaultClass::LyingSync,
+        FaultClass::LatentSectorError,
+        FaultClass::BitRot,
+        FaultClass::MisdirectedWrite,
+        FaultClass::ShortRead,
+        FaultClass::Writeback,
+        FaultClass::TornGarbage,
+        FaultClass::DiskFull,
+        FaultClass::ProcessCrash,
+        FaultClass::PowerLoss,
+        FaultClass::CrashDuringOpen,
+    ];
+
+    /// This class's bit.
+    pub fn bit(self) -> u32 {
+        1 << (self as u32)
+    }
+}
+
+/// How appends become durable, as decoded (the [`Sleeper`] is built later,
+/// inside the runtime).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyncKind {
+    /// `SyncPolicy::Always`.
+    Always,
+    /// `SyncPolicy::Manual`.
+    Manual,
+    /// `SyncPolicy::Batched`.
+    Batched {
+        /// Longest wait of the leader.
+        max_delay_us: u64,
+        /// Appends that end the wait.
+        max_records: usize,
+    },
+}
+
+/// Relative weights of the operations a writer task picks from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpMix {
+    /// Single append at the next index.
+    pub append: u32,
+    /// Atomic batch at the next index.
+    pub batch: u32,
+    /// Read of a random readable index.
+    pub read: u32,
+    /// Iterate a stretch of the log.
+    pub iter: u32,
+    /// Rotate on request.
+    pub rotate: u32,
+    /// `sync()`.
+    pub sync: u32,
+}
+
+impl OpMix {
+    fn total(&self) -> u32 {
+        self.append + self.batch + self.read + self.iter + self.rotate + self.sync
+    }
+}
+
+/// One operation of a writer task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// See [`OpMix::append`].
+    Append,
+    /// See [`OpMix::batch`].
+    Batch,
+    /// See [`OpMix::read`].
+    Read,
+    /// See [`OpMix::iter`].
+    Iter,
+    /// See [`OpMix::rotate`].
+    Rotate,
+    /// See [`OpMix::sync`].
+    Sync,
+}
+
+impl OpMix {
+    /// Picks an operation by weight.
+    pub fn pick(&self, rng: &mut impl Rng) -> Op {
+        let mut x = rng.random_range(0..self.total().max(1));
+        for (w, op) in [
+            (self.append, Op::Append),
+            (self.batch, Op::Batch),
+            (self.read, Op::Read),
+            (self.iter, Op::Iter),
+            (self.rotate, Op::Rotate),
+        ] {
+            if x < w {
+                return op;
+            }
+            x -= w;
+        }
+        Op::Sync
+    }
+}
+
+/// Shrinking overrides: applied on top of what the seed decided.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Overrides {
+    /// Fault classes to keep (AND-ed with the seed's mask).
+    pub mask: Option<u32>,
+    /// At most this many rounds.
+    pub rounds: Option<u32>,
+}
+
+impl Overrides {
+    /// Parses `mask=0x1f,rounds=3` (either part optional).
+    pub fn parse(s: &str) -> Result<Overrides, String> {
+        let mut o = Overrides::default();
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (k, v) = part
+                .split_once('=')
+                .ok_or_else(|| format!("expected key=value, got {part:?}"))?;
+            let num = |v: &str| -> Result<u64, String> {
+                let r = match v.strip_prefix("0x") {
+                    Some(h) => u64::from_str_radix(h, 16),
+                    None => v.parse(),
+                };
+                r.map_err(|e| format!("bad number {v:?}: {e}"))
+            };
+            match k {
+                "mask" => o.mask = Some(u32::try_from(num(v)?).map_err(|e| e.to_string())?),
+                "rounds" => o.rounds = Some(u32::try_from(num(v)?).map_err(|e| e.to_string())?),
+                _ => return Err(format!("unknown key {k:?} (mask, rounds)")),
+            }
+        }
+        Ok(o)
+    }
+
+    /// The `SIM_SHRINK` value that reproduces these overrides.
+    pub fn encode(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(m) = self.mask {
+            parts.push(format!("mask=0x{m:x}"));
+        }
+        if let Some(r) = self.rounds {
+            parts.push(format!("rounds={r}"));
+        }
+        parts.join(",")
+    }
+
+    /// Whether nothing is overridden.
+    pub fn is_empty(&self) -> bool {
+        self.mask.is_none() && self.rounds.is_none()
+    }
+}
+
+/// Everything one seed decides.
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    /// The seed.
+    pub seed: u64,
+    /// Concurrent writer tasks (1 to 64).
+    pub writers: u16,
+    /// Largest atomic batch the workload submits.
+    pub max_batch: usize,
+    /// `Options::max_record_bytes`; records of exactly this size are written.
+    pub max_record_bytes: usize,
+    /// Per cent of records that are empty.
+    pub zero_record_pct: u32,
+    /// Per cent of records of the maximum size.
+    pub max_record_pct: u32,
+    /// Typical largest record (most sizes are below this).
+    pub typical_record_bytes: usize,
+    /// `Options::segment_size_bytes`.
+    pub segment_size_bytes: u64,
+    /// `Options::segment_max_records`.
+    pub segment_max_records: u64,
+    /// `Options::max_queue_appends` (small values exercise backpressure).
+    pub max_queue_appends: usize,
+    /// `Options::first_index`.
+    pub first_index: u64,
+    /// Sync policy.
+    pub sync: SyncKind,
+    /// Recovery mode.
+    pub recovery_mode: RecoveryMode,
+    /// SimFs sync-failure profile.
+    pub profile: SyncFailureProfile,
+    /// Atomic write unit, 512 or 4096.
+    pub atomic_unit: u32,
+    /// Latency range of SimFs operations, in microseconds.
+    pub latency_us: (u64, u64),
+    /// Fault classes on (after overrides).
+    pub mask: u32,
+    /// Fault probabilities (zero for classes off).
+    pub faults: FaultConfig,
+    /// Rounds of the workload before the heal phase.
+    pub rounds: u32,
+    /// Operations per writer task per round.
+    pub ops_per_writer: u32,
+    /// Per cent of rounds that end in a crash (if a crash class is on).
+    pub crash_pct: u32,
+    /// Per cent of crashes that are power losses (when both kinds are on).
+    pub power_loss_pct: u32,
+    /// Per cent of opens that are crashed mid-way (if the class is on).
+    pub crash_open_pct: u32,
+    /// Per cent of rounds run under a capacity limit (if the class is on).
+    pub disk_full_pct: u32,
+    /// Per cent of rounds followed by a clean close and reopen.
+    pub close_pct: u32,
+    /// Per cent of rounds where one writer appends at caller-chosen indices.
+    pub solo_pct: u32,
+    /// Operation mix of the concurrent writers.
+    pub mix: OpMix,
+}
+
+/// Log-uniform draw in `[lo, hi]`.
+fn log_uniform(rng: &mut ChaCha8Rng, lo: f64, hi: f64) -> f64 {
+    let u: f64 = rng.random();
+    (lo.ln() + u * (hi.ln() - lo.ln())).exp()
+}
+
+impl RunConfig {
+    /// Decodes a seed (no overrides).
+    pub fn from_seed(seed: u64) -> RunConfig {
+        Self::with_overrides(seed, Overrides::default())
+    }
+
+    /// Decodes a seed, then applies shrinking overrides. Everything is drawn
+    /// before the overrides are applied, so they change nothing else.
+    pub fn with_overrides(seed: u64, ov: Overrides) -> RunConfig {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5157_4d5f_434f_4e46);
+        let writers: u16 = match rng.random_range(0..10) {
+            0..=2 => 1,
+            3..=6 => rng.random_range(2..=8),
+            7..=8 => rng.random_range(9..=24),
+            _ => rng.random_range(25..=64),
+        };
+        let max_batch = [1usize, 2, 4, 8, 16][rng.random_range(0..5)];
+        let max_record_bytes = [64usize, 200, 1024, 4096, 16384, 65536][match rng.random_range(0..20) {
+            0..=4 => 0,
+            5..=9 => 1,
+            10..=13 => 2,
+            14..=16 => 3,
+            17..=18 => 4,
+            _ => 5,
+        }];
+        let typical_record_bytes = max_record_bytes.min(rng.random_range(64..=600));
+        let zero_record_pct = rng.random_range(0..=10);
+        let max_record_pct = rng.random_range(0..=6);
+        let segment_size_bytes = [8192u64, 8192, 16384, 65536, 1 << 20][rng.random_range(0..5)];
+        let segment_max_records = if rng.random_bool(0.5) {
+            u64::MAX
+        } else {
+            rng.random_range(1..=64)
+        };
+        let max_queue_appends = if rng.random_bool(0.25) {
+            rng.random_range(1..=8)
+        } else {
+            65_536
+        };
+        let first_index = match rng.random_range(0..10) {
+            0..=5 => 0,
+            6..=7 => rng.random_range(1..1000),
+            8 => 1 << 40,
+            _ => u64::MAX - (1 << 24),
+        };
+        let sync = match rng.random_range(0..10) {
+            0..=3 => SyncKind::Always,
+            4..=6 => SyncKind::Manual,
+            _ => SyncKind::Batched {
+                max_delay_us: rng.random_range(0..=2000),
+                max_records: rng.random_range(1..=32),
+            },
+        };
+        let recovery_mode = match rng.random_range(0..20) {
+            0..=13 => RecoveryMode::TolerateTornTail,
+            14..=16 => RecoveryMode::PointInTime,
+            _ => RecoveryMode::AbsoluteConsistency,
+        };
+        let profile = match rng.random_range(0..3) {
+            0 => SyncFailureProfile::Ext4Ordered,
+            1 => SyncFailureProfile::Ext4DataJournal,
+            _ => SyncFailureProfile::Btrfs,
+        };
+        let atomic_unit = if rng.random_bool(0.5) { 512 } else { 4096 };
+        let latency_us = (1, rng.random_range(10..=500));
+
+        // Swarm: each class on or off, and how often.
+        let mut mask = 0u32;
+        let mut p = [0f64; 15];
+        let ranges: [(f64, f64, f64); 15] = [
+            // (chance the class is on, lowest, highest probability)
+            (0.3, 0.001, 0.02),  // enospc_write
+            (0.3, 0.005, 0.05),  // enospc_metadata
+            (0.3, 0.001, 0.02),  // eio_read
+            (0.3, 0.001, 0.02),  // eio_write
+            (0.3, 0.005, 0.05),  // eio_open
+            (0.3, 0.01, 0.2),    // eio_rename
+            (0.3, 0.01, 0.2),    // eio_remove
+            (0.3, 0.001, 0.02),  // sync_fail
+            (0.12, 0.01, 0.3),   // lying_sync
+            (0.1, 0.0005, 0.01), // latent_sector_error
+            (0.1, 0.0005, 0.01), // bit_rot
+            (0.1, 0.0005, 0.01), // misdirected_write
+            (0.3, 0.01, 0.3),    // short_read
+            (0.5, 0.01, 0.5),    // writeback
+            (0.3, 0.1, 1.0),     // torn_garbage
+        ];
+        for (i, (on, lo, hi)) in ranges.iter().enumerate() {
+            let is_on = rng.random_bool(*on);
+            let v = log_uniform(&mut rng, *lo, *hi);
+            if is_on {
+                mask |= 1 << i;
+                p[i] = v;
+            }
+        }
+        for (class, on) in [
+            (FaultClass::DiskFull, 0.3),
+            (FaultClass::ProcessCrash, 0.6),
+            (FaultClass::PowerLoss, 0.6),
+            (FaultClass::CrashDuringOpen, 0.3),
+        ] {
+            if rng.random_bool(on) {
+                mask |= class.bit();
+            }
+        }
+        let rounds = rng.random_range(6..=20);
+        let total_ops: u32 = rng.random_range(20..=100);
+        let ops_per_writer = (total_ops / u32::from(writers)).max(1);
+        let crash_pct = rng.random_range(10..=50);
+        let power_loss_pct = rng.random_range(20..=80);
+        let crash_open_pct = rng.random_range(10..=40);
+        let disk_full_pct = rng.random_range(10..=40);
+        let close_pct = rng.random_range(0..=25);
+        let solo_pct = rng.random_range(0..=30);
+        let mix = OpMix {
+            append: rng.random_range(5..=20),
+            batch: rng.random_range(0..=10),
+            read: rng.random_range(0..=6),
+            iter: rng.random_range(0..=3),
+            rotate: rng.random_range(0..=2),
+            sync: rng.random_range(0..=4),
+        };
+
+        // Overrides.
+        if let Some(keep) = ov.mask {
+            mask &= keep;
+        }
+        let rounds = ov.rounds.map_or(rounds, |r| r.min(rounds));
+        let on = |c: FaultClass| mask & c.bit() != 0;
+        let val = |c: FaultClass| if on(c) { p[c as usize] } else { 0.0 };
+        let faults = FaultConfig {
+            enospc_write: val(FaultClass::EnospcWrite),
+            enospc_metadata: val(FaultClass::EnospcMetadata),
+            eio_read: val(FaultClass::EioRead),
+            eio_write: val(FaultClass::EioWrite),
+            eio_open: val(FaultClass::EioOpen),
+            eio_rename: val(FaultClass::EioRename),
+            eio_remove: val(FaultClass::EioRemove),
+            sync_fail: val(FaultClass::SyncFail),
+            lying_sync: val(FaultClass::LyingSync),
+            latent_sector_error: val(FaultClass::LatentSectorError),
+            bit_rot: val(FaultClass::BitRot),
+            misdirected_write: val(FaultClass::MisdirectedWrite),
+            short_read: val(FaultClass::ShortRead),
+            writeback: val(FaultClass::Writeback),
+            torn_garbage: val(FaultClass::TornGarbage),
+        };
+        RunConfig {
+            seed,
+            writers,
+            max_batch,
+            max_record_bytes,
+            zero_record_pct,
+            max_record_pct,
+            typical_record_bytes,
+            segment_size_bytes,
+            segment_max_records,
+            max_queue_appends,
+            first_index,
+            sync,
+            recovery_mode,
+            profile,
+            atomic_unit,
+            latency_us,
+            mask,
+            faults,
+            rounds,
+            ops_per_writer,
+            crash_pct,
+            power_loss_pct,
+            crash_open_pct,
+            disk_full_pct,
+            close_pct,
+            solo_pct,
+            mix,
+        }
+    }
+
+    /// Whether a class is on.
+    pub fn on(&self, c: FaultClass) -> bool {
+        self.mask & c.bit() != 0
+    }
+
+    /// Whether fsync can lose acknowledged data (a lying device, or ext4
+    /// data=journal reporting a failed fsync one call late): then only the
+    /// weak invariants hold and lost acknowledged records are measured.
+    pub fn weak(&self) -> bool {
+        self.on(FaultClass::LyingSync)
+            || (self.on(FaultClass::SyncFail) && self.profile == SyncFailureProfile::Ext4DataJournal)
+    }
+
+    /// Whether durable data itself can go bad (bit rot, misdirected writes,
+    /// latent sector errors): then reopen may report corruption or fail to
+    /// read, and that is an accepted end of the run.
+    pub fn media_damage(&self) -> bool {
+        self.on(FaultClass::BitRot) || self.on(FaultClass::MisdirectedWrite) || self.on(FaultClass::LatentSectorError)
+    }
+
+    /// Whether any crash class is on.
+    pub fn crashes(&self) -> bool {
+        self.on(FaultClass::ProcessCrash) || self.on(FaultClass::PowerLoss)
+    }
+
+    /// WAL options for this run (`sleeper` is only used by `Batched`).
+    pub fn options(&self, sleeper: Sleeper) -> Options {
+        Options {
+            segment_size_bytes: self.segment_size_bytes,
+            segment_max_records: self.segment_max_records,
+            sync_policy: match self.sync {
+                SyncKind::Always => SyncPolicy::Always,
+                SyncKind::Manual => SyncPolicy::Manual,
+                SyncKind::Batched {
+                    max_delay_us,
+                    max_records,
+                } => SyncPolicy::Batched {
+                    max_delay_us,
+                    max_records,
+                    sleeper,
+                },
+            },
+            recovery_mode: self.recovery_mode,
+            first_index: self.first_index,
+            max_record_bytes: self.max_record_bytes,
+            max_batch_records: self.max_batch.max(1),
+            max_queue_appends: self.max_queue_appends,
+            ..Options::default()
+        }
+    }
+
+    /// The SimFs configuration (the clock is set by the runner).
+    pub fn sim_config(&self, clock: std::sync::Arc<dyn simfs::SimClock>) -> simfs::SimConfig {
+        simfs::SimConfig {
+            profile: self.profile,
+            atomic_write_unit_bytes: self.atomic_unit,
+            capacity_bytes: None,
+            faults: self.faults,
+            latency_us: self.latency_us,
+            clock,
+            trace_capacity: 2048,
+        }
+    }
+
+    /// A sleeper on madsim's simulated time.
+    pub fn madsim_sleeper() -> Sleeper {
+        Sleeper::new(|d: Duration| Box::pin(madsim::time::sleep(d)))
+    }
+}
+
+impl fmt::Display for RunConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "seed {}", self.seed)?;
+        writeln!(
+            f,
+            "  writers {}  max batch {}  records: max {} B (typical <= {} B, {}% empty, {}% max)",
+            self.writers,
+            self.max_batch,
+            self.max_record_bytes,
+            self.typical_record_bytes,
+            self.zero_record_pct,
+            self.max_record_pct
+        )?;
+        let max_rec = if self.segment_max_records == u64::MAX {
+            "unlimited".to_string()
+        } else {
+            self.segment_max_records.to_string()
+        };
+        writeln!(
+            f,
+            "  segment {} B / {} records  queue {} appends  first index {}",
+            self.segment_size_bytes, max_rec, self.max_queue_appends, self.first_index
+        )?;
+        writeln!(
+            f,
+            "  sync {:?}  recovery {:?}  fs profile {:?}  atomic unit {} B  latency {:?} us",
+            self.sync, self.recovery_mode, self.profile, self.atomic_unit, self.latency_us
+        )?;
+        writeln!(
+            f,
+            "  rounds {} x {} ops/writer  crash {}% (power loss {}%)  crash in open {}%  disk full {}%  close {}%  solo {}%",
+            self.rounds,
+            self.ops_per_writer,
+            self.crash_pct,
+            self.power_loss_pct,
+            self.crash_open_pct,
+            self.disk_full_pct,
+            self.close_pct,
+            self.solo_pct
+        )?;
+        writeln!(f, "  mix {:?}", self.mix)?;
+        write!(f, "  faults on (mask 0x{:x}):", self.mask)?;
+        let fc = &self.faults;
+        let probs = [
+            fc.enospc_write,
+            fc.enospc_metadata,
+            fc.eio_read,
+            fc.eio_write,
+            fc.eio_open,
+            fc.eio_rename,
+            fc.eio_remove,
+            fc.sync_fail,
+            fc.lying_sync,
+            fc.latent_sector_error,
+            fc.bit_rot,
+            fc.misdirected_write,
+            fc.short_read,
+            fc.writeback,
+            fc.torn_garbage,
+        ];
+        let mut any = false;
+        for c in FaultClass::ALL {
+            if self.on(c) {
+                any = true;
+                match probs.get(c as usize) {
+                    Some(p) => write!(f, " {c:?}={p:.4}")?,
+                    None => write!(f, " {c:?}")?,
+                }
+            }
+        }
+        if !any {
+            write!(f, " none")?;
+        }
+        if self.weak() {
+            write!(
+                f,
+                "\n  fsync can lie: weak invariants only, lost acknowledged records are measured"
+            )?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overrides_round_trip() {
+        let o = Overrides {
+            mask: Some(0x1f3),
+            rounds: Some(4),
+        };
+        assert_eq!(Overrides::parse(&o.encode()), Ok(o));
+        assert_eq!(Overrides::parse(""), Ok(Overrides::default()));
+        assert!(Overrides::parse("nope=1").is_err());
+    }
+
+    #[test]
+    fn overrides_change_only_what_they_name() {
+        let a = RunConfig::from_seed(11);
+        let b = RunConfig::with_overrides(
+            11,
+            Overrides {
+                mask: Some(0),
+                rounds: Some(1),
+            },
+        );
+        assert_eq!(b.mask, 0);
+        assert_eq!(b.rounds, 1);
+        assert_eq!(a.writers, b.writers);
+        assert_eq!(a.segment_size_bytes, b.segment_size_bytes);
+        assert!(!b.faults.any());
+    }
+}

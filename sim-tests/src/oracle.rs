@@ -1,0 +1,792 @@
+//! The oracle: a model of what the log may and must contain, checked after
+//! every operation and every recovery.
+//!
+//! Every append attempt is recorded with its writer, the sequence numbers and
+//! lengths of its records, its start and end on a logical clock (ticks of this
+//! oracle) and its outcome. A record read back decodes (see
+//! [`crate::payload`]) to the attempt and position that wrote it, so the
+//! oracle checks it byte for byte and knows where it may sit.
+//!
+//! What is guaranteed, and therefore checked (see `docs/SIMULATION.md`):
+//! * `Ok` under `Always`/`Batched`, or `Ok` followed by an `Ok` `sync()` that
+//!   started after it (or an `Ok` `close()`) under `Manual`: durable, present
+//!   byte for byte after any crash (strong mode only).
+//! * `Ok` under any policy: present after a *process* crash, unless the WAL
+//!   had stopped (a failed fsync may revert the page cache).
+//! * `Err(AppendFailed)`: nothing of the group is in the log, ever.
+//! * `Err(Stopped)`, or an append aborted by a crash: unknown.
+//! * After a recovery the log is a contiguous prefix, every record is one an
+//!   attempt wrote at that index, batches are whole, appends that did not
+//!   overlap in time are in index order, nothing absent after a successful
+//!   recovery comes back, and acknowledged records seen after a recovery stay.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use simfs::CrashKind;
+use tracing::info;
+use wal::{Error, RecoveryReport};
+
+use crate::config::{FaultClass, RunConfig, SyncKind};
+use crate::coverage::{Coverage, Mark};
+use crate::payload::{self, Decoded, Key};
+
+/// What became of an append attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Still running.
+    Pending,
+    /// Returned `Ok(first index)`.
+    Acked(u64),
+    /// `AppendFailed`: nothing of it is in the log.
+    Failed,
+    /// Refused before admission (`WrongIndex`, `RecordTooLarge`): nothing written.
+    Rejected,
+    /// `Stopped`, or aborted by a crash: may or may not be in the log.
+    Unknown,
+}
+
+/// One append call.
+#[derive(Clone, Debug)]
+pub struct Attempt {
+    /// The writer task.
+    pub writer: u16,
+    /// `(seq, len)` of each record.
+    pub records: Vec<(u64, usize)>,
+    /// An atomic batch.
+    pub batch: bool,
+    /// Caller-chosen first index.
+    pub at: Option<u64>,
+    /// Tick when it was called.
+    pub start: u64,
+    /// Tick when it returned (or was aborted); `u64::MAX` while pending.
+    pub end: u64,
+    /// Its outcome.
+    pub outcome: Outcome,
+    /// Found absent after a successful recovery: must never appear again.
+    pub gone: bool,
+}
+
+/// What one index of a scanned log holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Slot {
+    /// Record `.1` of attempt `.0`.
+    Rec(usize, usize),
+    /// An empty record (no identity).
+    Empty,
+}
+
+/// The state of the currently open WAL instance.
+#[derive(Clone, Debug, Default)]
+struct Instance {
+    open_next: u64,
+    open_slots: Vec<Slot>,
+    /// Acknowledged in this instance: index → (attempt, position).
+    acked: BTreeMap<u64, (usize, usize)>,
+    /// Attempts acknowledged but not yet covered by a sync (Manual).
+    unsynced: Vec<usize>,
+    /// Tick at which a `Stopped` result was first seen.
+    stopped_at: Option<u64>,
+}
+
+/// The oracle of one run.
+pub struct Oracle {
+    first_index: u64,
+    syncs_every_append: bool,
+    weak: bool,
+    media_damage: bool,
+    eio_read: bool,
+    /// A failed fsync reverts the page cache (btrfs): a read racing the
+    /// stop may see the reverted bytes and report corruption.
+    revert_on_sync_fail: bool,
+    max_record_bytes: usize,
+    tick: u64,
+    /// Every append attempt, by id.
+    pub attempts: Vec<Attempt>,
+    by_key: BTreeMap<Key, (usize, usize)>,
+    next_seq: BTreeMap<u16, u64>,
+    /// Index → record that must be present after any crash.
+    must: BTreeMap<u64, (usize, usize)>,
+    inst: Instance,
+    /// Coverage marks and check counts.
+    pub cov: Coverage,
+    /// Invariant violations found.
+    pub violations: Vec<String>,
+    hash: u64,
+}
+
+fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// Whether an error is `Stopped`.
+pub fn is_stopped(r: &Error) -> bool {
+    r.is_stopped()
+}
+
+/// Whether an error came from a failed fsync of a file or directory.
+pub fn caused_by_sync(e: &Error) -> bool {
+    match e {
+        Error::Io { op, .. } => op.contains("sync") || op.contains("cut back"),
+        Error::Stopped { cause } | Error::AppendFailed { cause } => caused_by_sync(cause),
+        _ => false,
+    }
+}
+
+impl Oracle {
+    /// An oracle for one run.
+    pub fn new(cfg: &RunConfig) -> Oracle {
+        Oracle {
+            first_index: cfg.first_index,
+            syncs_every_append: !matches!(cfg.sync, SyncKind::Manual),
+            weak: cfg.weak(),
+            media_damage: cfg.media_damage(),
+            eio_read: cfg.on(FaultClass::EioRead)
+                || cfg.on(FaultClass::EioOpen)
+                || cfg.on(FaultClass::LatentSectorError),
+            revert_on_sync_fail: cfg.on(FaultClass::SyncFail) && cfg.profile == simfs::SyncFailureProfile::Btrfs,
+            max_record_bytes: cfg.max_record_bytes,
+            tick: 0,
+            attempts: Vec::new(),
+            by_key: BTreeMap::new(),
+            next_seq: BTreeMap::new(),
+            must: BTreeMap::new(),
+            inst: Instance {
+                open_next: cfg.first_index,
+                ..Instance::default()
+            },
+            cov: Coverage::default(),
+            violations: Vec::new(),
+            hash: 0xcbf2_9ce4_8422_2325,
+        }
+    }
+
+    /// Logs one workload event: hashed into the run's trace and printed at
+    /// info level (the replay's readable trace).
+    pub fn event(&mut self, s: &str) {
+        self.hash = fnv(self.hash, s.as_bytes());
+        self.hash = fnv(self.hash, b"\n");
+        info!(target: "sim", tick = self.tick, "{s}");
+    }
+
+    /// The hash of every workload event so far.
+    pub fn hash(&self) -> u64 {
+        self.hash
+    }
+
+    /// Records an invariant violation.
+    pub fn violation(&mut self, s: String) {
+        self.event(&format!("VIOLATION: {s}"));
+        tracing::error!(target: "sim", "VIOLATION: {s}");
+        if self.violations.len() < 50 {
+            self.violations.push(s);
+        }
+    }
+
+    /// Advances the logical clock and returns the new tick.
+    pub fn now(&mut self) -> u64 {
+        self.tick += 1;
+        self.tick
+    }
+
+    /// Whether acknowledged records are durable without a `sync()`.
+    pub fn syncs_every_append(&self) -> bool {
+        self.syncs_every_append
+    }
+
+    /// Registers an append attempt and builds its payloads.
+    pub fn begin_append(&mut self, writer: u16, lens: &[usize], batch: bool, at: Option<u64>) -> (usize, Vec<Vec<u8>>) {
+        let start = self.now();
+        let id = self.attempts.len();
+        let mut records = Vec::with_capacity(lens.len());
+        let mut payloads = Vec::with_capacity(lens.len());
+        for (k, &len) in lens.iter().enumerate() {
+            let seq = self.next_seq.entry(writer).or_insert(0);
+            let s = *seq;
+            *seq += 1;
+            let p = payload::make(writer, s, len);
+            records.push((s, p.len()));
+            payloads.push(p);
+            self.by_key.insert((writer, s), (id, k));
+        }
+        let what = if batch { "append_batch" } else { "append" };
+        let at_s = at.map(|i| format!(" at {i}")).unwrap_or_default();
+        let lens_s: Vec<usize> = records.iter().map(|r| r.1).collect();
+        self.event(&format!("w{writer} #{id} {what}{at_s} lens {lens_s:?} start"));
+        self.attempts.push(Attempt {
+            writer,
+            records,
+            batch,
+            at,
+            start,
+            end: u64::MAX,
+            outcome: Outcome::Pending,
+            gone: false,
+        });
+        (id, payloads)
+    }
+
+    /// Checks a call's result against fail-stop: once a `Stopped` result was
+    /// seen, every call that starts later must return `Stopped`.
+    pub fn failstop(&mut self, start: u64, result: Result<(), &Error>, what: &str) {
+        self.cov.checks.failstop_checks += 1;
+        let stopped = matches!(result, Err(e) if e.is_stopped());
+        if let Some(t) = self.inst.stopped_at {
+            if start > t && !stopped {
+                let r = match result {
+                    Ok(()) => "Ok".to_string(),
+                    Err(e) => e.to_string(),
+                };
+                self.violation(format!(
+                    "fail-stop: {what} started after the WAL stopped (tick {t}) returned {r}"
+                ));
+            }
+        }
+        if let Err(e) = result {
+            if stopped && self.inst.stopped_at.is_none() {
+                self.inst.stopped_at = Some(self.tick);
+                if caused_by_sync(e) {
+                    self.cov.mark(Mark::StoppedAfterSyncError);
+                }
+            }
+        }
+    }
+
+    /// Records the result of an append attempt and checks it.
+    pub fn finish_append(&mut self, id: usize, result: &wal::Result<u64>) {
+        let end = self.now();
+        self.cov.checks.ops += 1;
+        let Some(a) = self.attempts.get_mut(id) else { return };
+        a.end = end;
+        let (start, n, at, writer) = (a.start, a.records.len() as u64, a.at, a.writer);
+        let too_large = a.records.iter().any(|r| r.1 > self.max_record_bytes);
+        self.event(&format!(
+            "w{writer} #{id} -> {}",
+            match result {
+                Ok(i) => format!("Ok({i})"),
+                Err(e) => format!("Err({e})"),
+            }
+        ));
+        // Argument checks come before the stopped check: a refused oversized
+        // record is not a fail-stop violation.
+        if !(too_large && matches!(result, Err(Error::RecordTooLarge { .. }))) {
+            self.failstop(start, result.as_ref().map(|_| ()), "append");
+        }
+        let outcome = match result {
+            Ok(first) => {
+                if at.is_some_and(|want| want != *first) {
+                    self.violation(format!("#{id}: append_at({at:?}) returned index {first}"));
+                }
+                if too_large {
+                    self.violation(format!("#{id}: an oversized record was accepted"));
+                }
+                for k in 0..n {
+                    let idx = first + k;
+                    if idx < self.inst.open_next {
+                        self.violation(format!(
+                            "#{id}: acknowledged index {idx} is below the log's end at open ({})",
+                            self.inst.open_next
+                        ));
+                    }
+                    if let Some(prev) = self.inst.acked.insert(idx, (id, k as usize)) {
+                        self.violation(format!("#{id}: index {idx} acknowledged twice (also #{})", prev.0));
+                    }
+                    if self.syncs_every_append {
+                        self.must.insert(idx, (id, k as usize));
+                    }
+                }
+                if !self.syncs_every_append {
+                    self.inst.unsynced.push(id);
+                }
+                Outcome::Acked(*first)
+            }
+            Err(Error::AppendFailed { .. }) => {
+                let full = result.as_ref().err().is_some_and(Error::is_storage_full);
+                self.cov.mark(if full {
+                    Mark::EnospcCutBack
+                } else {
+                    Mark::AppendFailedOther
+                });
+                Outcome::Failed
+            }
+            Err(Error::Stopped { .. }) => Outcome::Unknown,
+            Err(Error::WrongIndex { expected, got }) => {
+                if at.is_none() || expected == got {
+                    self.violation(format!(
+                        "#{id}: WrongIndex {{ expected {expected}, got {got} }} is wrong"
+                    ));
+                }
+                self.cov.mark(Mark::WrongIndexRefused);
+                Outcome::Rejected
+            }
+            Err(Error::RecordTooLarge { .. }) => {
+                if !too_large {
+                    self.violation(format!("#{id}: RecordTooLarge for records within the limit"));
+                }
+                self.cov.mark(Mark::RecordTooLargeRefused);
+                Outcome::Rejected
+            }
+            Err(e) => {
+                self.violation(format!("#{id}: unexpected append error: {e}"));
+                Outcome::Unknown
+            }
+        };
+        if let Some(a) = self.attempts.get_mut(id) {
+            a.outcome = outcome;
+        }
+    }
+
+    /// Records the result of `sync()` started at tick `start`.
+    pub fn finish_sync(&mut self, start: u64, result: &wal::Result<()>) {
+        self.now();
+        self.cov.checks.ops += 1;
+        self.event(&format!("sync (from tick {start}) -> {result:?}").replace('\n', " "));
+        self.failstop(start, result.as_ref().map(|_| ()), "sync");
+        match result {
+            Ok(()) => {
+                let attempts = &self.attempts;
+                let (done, rest): (Vec<usize>, Vec<usize>) = self
+                    .inst
+                    .unsynced
+                    .iter()
+                    .partition(|&&id| attempts.get(id).is_some_and(|a| a.end < start));
+                self.inst.unsynced = rest;
+                for id in done {
+                    self.make_durable(id);
+                }
+            }
+            Err(e) if e.is_stopped() => {}
+            Err(e) => self.violation(format!("sync returned {e} (only Ok or Stopped are possible)")),
+        }
+    }
+
+    fn make_durable(&mut self, id: usize) {
+        if let Some(Outcome::Acked(first)) = self.attempts.get(id).map(|a| a.outcome) {
+            let n = self.attempts.get(id).map_or(0, |a| a.records.len());
+            for k in 0..n {
+                self.must.insert(first + k as u64, (id, k));
+            }
+        }
+    }
+
+    /// Records the result of `close()`: `Ok` makes everything acknowledged durable.
+    pub fn finish_close(&mut self, start: u64, result: &wal::Result<()>) {
+        self.now();
+        self.cov.checks.ops += 1;
+        self.event(&format!("close -> {result:?}").replace('\n', " "));
+        self.failstop(start, result.as_ref().map(|_| ()), "close");
+        match result {
+            Ok(()) => {
+                let ids: Vec<usize> = std::mem::take(&mut self.inst.unsynced);
+                for id in ids {
+                    self.make_durable(id);
+                }
+            }
+            Err(e) if e.is_stopped() => {}
+            // Close writes metadata after the final sync: a filesystem error
+            // there is reported, and nothing is promised about durability.
+            Err(Error::Io { .. }) => {}
+            Err(e) => self.violation(format!("close returned {e}")),
+        }
+    }
+
+    /// Records the result of `rotate()`; returns whether it failed.
+    pub fn finish_rotate(&mut self, start: u64, result: &wal::Result<()>) -> bool {
+        self.now();
+        self.cov.checks.ops += 1;
+        self.event(&format!("rotate -> {result:?}").replace('\n', " "));
+        let was_stopped = self.inst.stopped_at.is_some_and(|t| t < start);
+        self.failstop(start, result.as_ref().map(|_| ()), "rotate");
+        match result {
+            Ok(()) => false,
+            Err(e) => {
+                if !was_stopped {
+                    self.cov.mark(Mark::RotationFailed);
+                }
+                if !e.is_stopped() && !matches!(e, Error::Io { .. }) {
+                    self.violation(format!("rotate returned {e}"));
+                }
+                true
+            }
+        }
+    }
+
+    /// Records a read of `index` (readable range `[first, next)` when it
+    /// started) and checks the record.
+    pub fn finish_read(&mut self, start: u64, index: u64, first: u64, next: u64, result: &wal::Result<Vec<u8>>) {
+        self.now();
+        self.cov.checks.ops += 1;
+        self.failstop(start, result.as_ref().map(|_| ()), "read");
+        match result {
+            Ok(p) => {
+                self.check_record(index, p);
+            }
+            Err(e) => {
+                self.event(&format!("read {index} -> Err({e})"));
+                self.check_read_error(e, index, first, next)
+            }
+        }
+    }
+
+    /// Checks an error of a read or an iterator step.
+    pub fn check_read_error(&mut self, e: &Error, index: u64, first: u64, next: u64) {
+        match e {
+            Error::Stopped { .. } => {}
+            Error::OutOfRange { .. } => {
+                if index >= first && index < next {
+                    self.violation(format!(
+                        "read {index}: OutOfRange though [{first}, {next}) was readable"
+                    ));
+                }
+            }
+            Error::Corruption { .. } if self.media_damage || self.weak || self.revert_on_sync_fail => {}
+            Error::Io { .. } if self.eio_read => {}
+            _ => self.violation(format!("read {index}: unexpected error {e}")),
+        }
+    }
+
+    /// Checks one record read from the live log at `index`.
+    pub fn check_record(&mut self, index: u64, p: &[u8]) -> bool {
+        self.cov.checks.records += 1;
+        let slot = match self.slot_of(index, p) {
+            Ok(s) => s,
+            Err(v) => {
+                self.violation(v);
+                return false;
+            }
+        };
+        if let Some(&(id, k)) = self.inst.acked.get(&index) {
+            let ok = match slot {
+                Slot::Rec(i, j) => (i, j) == (id, k),
+                Slot::Empty => self.len_of(id, k) == Some(0),
+            };
+            if !ok {
+                self.violation(format!("index {index}: acknowledged #{id}[{k}] but read {slot:?}"));
+                return false;
+            }
+        }
+        true
+    }
+
+    fn len_of(&self, id: usize, k: usize) -> Option<usize> {
+        self.attempts.get(id).and_then(|a| a.records.get(k)).map(|r| r.1)
+    }
+
+    /// Decodes and attributes a record, checking it could have been written
+    /// at `index`.
+    fn slot_of(&self, index: u64, p: &[u8]) -> Result<Slot, String> {
+        match payload::decode(p) {
+            Decoded::Garbage => Err(format!("index {index}: {} bytes that no append wrote", p.len())),
+            Decoded::Empty => Ok(Slot::Empty),
+            Decoded::Record(key) => {
+                let Some(&(id, k)) = self.by_key.get(&key) else {
+                    return Err(format!("index {index}: record {key:?} was never appended"));
+                };
+                let Some(a) = self.attempts.get(id) else {
+                    return Err(format!("index {index}: unknown attempt #{id}"));
+                };
+                let len = a.records.get(k).map_or(0, |r| r.1);
+                if p.len() != len || payload::make(key.0, key.1, len) != p {
+                    return Err(format!("index {index}: record #{id}[{k}] has wrong bytes"));
+                }
+                match a.outcome {
+                    Outcome::Failed => Err(format!(
+                        "index {index}: record #{id}[{k}] of a failed append (AppendFailed) is in the log"
+                    )),
+                    Outcome::Rejected => Err(format!(
+                        "index {index}: record #{id}[{k}] of a refused append is in the log"
+                    )),
+                    Outcome::Acked(first) if first + k as u64 != index => Err(format!(
+                        "index {index}: record #{id}[{k}] was acknowledged at index {}",
+                        first + k as u64
+                    )),
+                    _ => Ok(Slot::Rec(id, k)),
+                }
+            }
+        }
+    }
+
+    /// Checks a full scan of the log: `entries` as iterated from `first`,
+    /// with `next` the reported end. Returns the slots (`None` if a record
+    /// could not be attributed).
+    pub fn check_scan(&mut self, first: u64, next: u64, entries: &[(u64, Vec<u8>)]) -> Option<Vec<Slot>> {
+        self.cov.checks.scans += 1;
+        let before = self.violations.len();
+        if first != self.first_index {
+            self.violation(format!("first index {first}, expected {}", self.first_index));
+        }
+        if next < first || entries.len() as u64 != next - first {
+            self.violation(format!(
+                "scan from {first} returned {} records, but next index is {next}",
+                entries.len()
+            ));
+        }
+        let mut slots = Vec::with_capacity(entries.len());
+        let mut seen: BTreeSet<(usize, usize)> = BTreeSet::new();
+        for (j, (idx, p)) in entries.iter().enumerate() {
+            self.cov.checks.records += 1;
+            if *idx != first + j as u64 {
+                self.violation(format!(
+                    "hole or reordering: expected index {}, iterator gave {idx}",
+                    first + j as u64
+                ));
+                return None;
+            }
+            match self.slot_of(*idx, p) {
+                Ok(s) => {
+                    if let Slot::Rec(id, k) = s {
+                        if !seen.insert((id, k)) {
+                            self.violation(format!("index {idx}: record #{id}[{k}] appears twice"));
+                        }
+                        if self.attempts.get(id).is_some_and(|a| a.gone) {
+                            self.violation(format!(
+                                "index {idx}: record #{id}[{k}] resurrected (it was absent after an earlier recovery)"
+                            ));
+                        }
+                    }
+                    slots.push(s);
+                }
+                Err(v) => {
+                    self.violation(v);
+                    slots.push(Slot::Empty);
+                }
+            }
+        }
+        // Atomic batches: all members, at consecutive indices.
+        let mut bases: BTreeMap<usize, u64> = BTreeMap::new();
+        for (j, s) in slots.iter().enumerate() {
+            if let Slot::Rec(id, k) = *s {
+                let base = (first + j as u64).wrapping_sub(k as u64);
+                if let Some(b) = bases.insert(id, base) {
+                    if b != base {
+                        self.violation(format!("attempt #{id} is split: its records are not consecutive"));
+                    }
+                }
+            }
+        }
+        for (&id, &base) in &bases {
+            let n = self.attempts.get(id).map_or(0, |a| a.records.len());
+            for k in 0..n {
+                let idx = base.wrapping_add(k as u64);
+                let ok = idx >= first
+                    && idx < first + slots.len() as u64
+                    && match slots[(idx - first) as usize] {
+                        Slot::Rec(i, j) => (i, j) == (id, k),
+                        Slot::Empty => self.len_of(id, k) == Some(0),
+                    };
+                if !ok {
+                    self.violation(format!(
+                        "attempt #{id} is partly in the log: record {k} is not at index {idx}"
+                    ));
+                }
+            }
+        }
+        // Real-time order: an attempt that ended before another started has a lower index.
+        let mut order: Vec<(u64, usize)> = bases.iter().map(|(&id, &b)| (b, id)).collect();
+        order.sort_unstable();
+        let mut max_start = (0u64, usize::MAX);
+        for (_, id) in order {
+            let Some(a) = self.attempts.get(id) else { continue };
+            let (start, end) = (a.start, a.end);
+            if end < max_start.0 {
+                self.violation(format!(
+                    "reordering: #{id} (ended at tick {end}) is logged after #{} (started at tick {})",
+                    max_start.1, max_start.0
+                ));
+            }
+            if start > max_start.0 {
+                max_start = (start, id);
+            }
+        }
+        (self.violations.len() == before).then_some(slots)
+    }
+
+    /// Live check at a quiescent point (no crash since open): the log must be
+    /// exactly what was there at open plus what this instance acknowledged.
+    pub fn check_live(&mut self, first: u64, next: u64, slots: &[Slot]) {
+        let open_len = self.inst.open_slots.len();
+        if slots.len() < open_len || slots[..open_len] != self.inst.open_slots[..] {
+            self.violation("live log differs from the log at open".into());
+            return;
+        }
+        let want = self.inst.open_next + self.inst.acked.len() as u64;
+        if next != want {
+            self.violation(format!(
+                "live log ends at {next}, but {} records were there at open (next {}) and {} acknowledged since",
+                open_len,
+                self.inst.open_next,
+                self.inst.acked.len()
+            ));
+            return;
+        }
+        let acked: Vec<(u64, (usize, usize))> = self.inst.acked.iter().map(|(a, b)| (*a, *b)).collect();
+        for (idx, (id, k)) in acked {
+            let s = slots.get((idx - first) as usize).copied();
+            let ok = match s {
+                Some(Slot::Rec(i, j)) => (i, j) == (id, k),
+                Some(Slot::Empty) => self.len_of(id, k) == Some(0),
+                None => false,
+            };
+            if !ok {
+                self.violation(format!(
+                    "live log: acknowledged #{id}[{k}] not at index {idx} (found {s:?})"
+                ));
+            }
+        }
+    }
+
+    /// A crash: pending attempts become unknown. Returns the records that
+    /// must survive it beyond the durable ones: under a process crash, all
+    /// acknowledged records of a WAL that had not stopped.
+    pub fn crashed(&mut self, kind: CrashKind, wal_stopped: bool) -> BTreeMap<u64, (usize, usize)> {
+        let t = self.now();
+        self.event(&format!("CRASH {kind:?} (wal stopped: {wal_stopped})"));
+        for a in &mut self.attempts {
+            if a.outcome == Outcome::Pending {
+                a.outcome = Outcome::Unknown;
+                a.end = t;
+            }
+        }
+        if kind == CrashKind::Process && !wal_stopped && self.inst.stopped_at.is_none() {
+            self.inst.acked.clone()
+        } else {
+            BTreeMap::new()
+        }
+    }
+
+    /// After a successful recovery and a clean scan: checks durability, marks
+    /// what is gone, and starts a new instance from the recovered log.
+    pub fn after_recovery(
+        &mut self,
+        first: u64,
+        next: u64,
+        slots: &[Slot],
+        extra: &BTreeMap<u64, (usize, usize)>,
+        report: &RecoveryReport,
+    ) {
+        self.cov.checks.recoveries += 1;
+        if report.torn_bytes_cut > 0 {
+            self.cov.mark(Mark::TornTailCut);
+        }
+        if !report.removed_files.is_empty() {
+            self.cov.mark(Mark::RecoveryRemovedFile);
+        }
+        if report.sealed_segments > 0 {
+            self.cov.mark(Mark::RecoveredSealedSegments);
+        }
+        let slot_at = |idx: u64| -> Option<Slot> {
+            if idx < first {
+                return None;
+            }
+            slots.get((idx - first) as usize).copied()
+        };
+        let mut required: Vec<(u64, (usize, usize), bool)> = self.must.iter().map(|(i, r)| (*i, *r, true)).collect();
+        required.extend(
+            extra
+                .iter()
+                .filter(|(i, _)| !self.must.contains_key(i))
+                .map(|(i, r)| (*i, *r, false)),
+        );
+        for (idx, (id, k), durable) in required {
+            self.cov.checks.durable_records += 1;
+            let present = match slot_at(idx) {
+                Some(Slot::Rec(i, j)) => (i, j) == (id, k),
+                Some(Slot::Empty) => self.len_of(id, k) == Some(0),
+                None => false,
+            };
+            if present {
+                continue;
+            }
+            if !durable && self.revert_on_sync_fail {
+                // btrfs: a failed fsync (recovery's own included) reverts the
+                // page cache to the durable image, so records that were only
+                // in the page cache may legitimately vanish.
+                continue;
+            }
+            if durable && self.weak {
+                self.cov.checks.lost_acked_weak += 1;
+                self.cov.mark(Mark::LostUnderLyingSync);
+            } else if durable && self.media_damage && report.stop_reason.is_some() {
+                self.cov.mark(Mark::LostWithReportedDamage);
+            } else {
+                let what = if durable {
+                    "durable"
+                } else {
+                    "acknowledged (process crash keeps the page cache)"
+                };
+                self.violation(format!(
+                    "{what} record #{id}[{k}] at index {idx} lost: recovered log is [{first}, {next}), stop reason {:?}, torn bytes cut {}",
+                    report.stop_reason, report.torn_bytes_cut
+                ));
+            }
+            self.must.remove(&idx);
+        }
+        // What is absent now must never come back.
+        let present: BTreeSet<usize> = slots
+            .iter()
+            .filter_map(|s| match s {
+                Slot::Rec(id, _) => Some(*id),
+                Slot::Empty => None,
+            })
+            .collect();
+        for (id, a) in self.attempts.iter_mut().enumerate() {
+            let in_play = matches!(a.outcome, Outcome::Unknown | Outcome::Acked(_));
+            let identifiable = a.records.iter().any(|r| r.1 > 0);
+            if in_play && identifiable && !present.contains(&id) {
+                a.gone = true;
+            }
+        }
+        // Acknowledged records seen now were synced by recovery: they must stay.
+        self.must.retain(|i, _| *i < next);
+        if !self.weak {
+            for (j, s) in slots.iter().enumerate() {
+                if let Slot::Rec(id, k) = *s {
+                    if matches!(self.attempts.get(id).map(|a| a.outcome), Some(Outcome::Acked(_))) {
+                        self.must.insert(first + j as u64, (id, k));
+                    }
+                }
+            }
+        }
+        self.inst = Instance {
+            open_next: next,
+            open_slots: slots.to_vec(),
+            ..Instance::default()
+        };
+        self.event(&format!("recovered [{first}, {next}) report {report:?}"));
+    }
+
+    /// The slots of the log at the last open.
+    pub fn open_slots(&self) -> &[Slot] {
+        &self.inst.open_slots
+    }
+
+    /// Acknowledged appends of the current instance.
+    pub fn acked_in_instance(&self) -> usize {
+        self.inst.acked.len()
+    }
+
+    /// Notes that the WAL reported itself stopped (from `stopped()`).
+    pub fn note_stopped(&mut self, cause: &Error) {
+        if self.inst.stopped_at.is_none() {
+            self.inst.stopped_at = Some(self.tick);
+            if caused_by_sync(cause) {
+                self.cov.mark(Mark::StoppedAfterSyncError);
+            }
+        }
+    }
+
+    /// Whether the slot at `idx` of a scan holds record `(id, k)`.
+    pub fn holds(&self, slots: &[Slot], first: u64, idx: u64, id: usize, k: usize) -> bool {
+        if idx < first {
+            return false;
+        }
+        match slots.get((idx - first) as usize) {
+            Some(Slot::Rec(i, j)) => (*i, *j) == (id, k),
+            Some(Slot::Empty) => self.len_of(id, k) == Some(0),
+            None => false,
+        }
+    }
+}

@@ -1,0 +1,807 @@
+//! Runs one seed: the workload in rounds inside a madsim runtime, crashes and
+//! recoveries, disk-full episodes, then the heal phase. Returns a [`Report`]
+//! with the coverage counters and every violation found.
+
+use std::collections::BTreeMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::{Rng, RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use simfs::{CrashKind, FaultConfig, FaultKind, SimFs, SyncFailureProfile};
+use wal::{Error, RecoveryMode};
+
+use crate::api::{real_opener, LogApi, Opener};
+use crate::config::{FaultClass, Overrides, RunConfig, SyncKind};
+use crate::coverage::{Coverage, Mark};
+use crate::oracle::{Oracle, Slot};
+use crate::workload::{self, Ctx};
+
+/// How a run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunEnd {
+    /// The heal phase completed.
+    Healed,
+    /// The run ended early on damage the WAL reported (corruption, read
+    /// errors) under media faults or a lying fsync: accepted.
+    ReportedDamage,
+    /// An invariant was violated (or the simulation panicked).
+    Failed,
+}
+
+/// The result of one seed.
+#[derive(Clone, Debug)]
+pub struct Report {
+    /// The seed.
+    pub seed: u64,
+    /// Shrinking overrides in force.
+    pub overrides: Overrides,
+    /// The decoded configuration.
+    pub config: RunConfig,
+    /// Faults, marks and checks.
+    pub coverage: Coverage,
+    /// Violations (empty if the run passed).
+    pub violations: Vec<String>,
+    /// SimFs's trace hash combined with the workload's event-log hash.
+    pub trace_hash: u64,
+    /// How the run ended.
+    pub end: RunEnd,
+    /// The last SimFs trace events of a failing run (empty if it passed).
+    pub fs_trace: Vec<String>,
+}
+
+impl Report {
+    /// Whether the run passed.
+    pub fn passed(&self) -> bool {
+        self.violations.is_empty()
+    }
+
+    /// The one line that reproduces this run.
+    pub fn replay_command(&self) -> String {
+        replay_command(self.seed, &self.overrides)
+    }
+}
+
+/// The command that replays a seed (with shrinking overrides, if any).
+pub fn replay_command(seed: u64, ov: &Overrides) -> String {
+    if ov.is_empty() {
+        format!("SIM_SEED={seed} cargo test -p sim-tests")
+    } else {
+        format!("SIM_SEED={seed} SIM_SHRINK={} cargo test -p sim-tests", ov.encode())
+    }
+}
+
+/// Runs one seed against the real WAL.
+pub fn run_seed(seed: u64, ov: Overrides) -> Report {
+    run_seed_with(seed, ov, real_opener())
+}
+
+/// Runs one seed against the log `opener` opens.
+pub fn run_seed_with(seed: u64, ov: Overrides, opener: Opener) -> Report {
+    let config = RunConfig::with_overrides(seed, ov);
+    let mut rt = madsim::runtime::Runtime::with_seed_and_config(seed, madsim::Config::default());
+    rt.set_time_limit(Duration::from_secs(6 * 3600));
+    let cfg = config.clone();
+    let result = catch_unwind(AssertUnwindSafe(|| rt.block_on(simulate(cfg, opener))));
+    match result {
+        Ok((oracle, fs_hash, end, fs_trace)) => {
+            let violations = oracle.violations.clone();
+            let trace_hash = fs_hash ^ oracle.hash().rotate_left(17);
+            let coverage = oracle.cov;
+            Report {
+                seed,
+                overrides: ov,
+                config,
+                coverage,
+                end: if violations.is_empty() { end } else { RunEnd::Failed },
+                violations,
+                trace_hash,
+                fs_trace,
+            }
+        }
+        Err(panic) => {
+            let msg = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "non-string panic".into());
+            Report {
+                seed,
+                overrides: ov,
+                config,
+                coverage: Coverage::default(),
+                violations: vec![format!("the simulation panicked: {msg}")],
+                trace_hash: 0,
+                end: RunEnd::Failed,
+                fs_trace: Vec::new(),
+            }
+        }
+    }
+}
+
+/// Runs a seed; if it fails, runs it again and adds a violation if the two
+/// runs diverged (a failure must be replayable).
+pub fn check_seed_with(seed: u64, ov: Overrides, opener: Opener) -> Report {
+    let mut r = run_seed_with(seed, ov, opener.clone());
+    if !r.passed() {
+        let again = run_seed_with(seed, ov, opener);
+        if again.trace_hash != r.trace_hash {
+            r.violations.push(format!(
+                "nondeterminism: a second run of the failing seed has trace hash {:016x}, not {:016x}",
+                again.trace_hash, r.trace_hash
+            ));
+        }
+    }
+    r
+}
+
+/// [`check_seed_with`] on the real WAL.
+pub fn check_seed(seed: u64, ov: Overrides) -> Report {
+    check_seed_with(seed, ov, real_opener())
+}
+
+/// Whether a directory entry is a segment file: `<20 digits>-...wal`.
+fn is_segment_name(name: &str) -> bool {
+    name.ends_with(".wal") && name.len() > 21 && name.as_bytes()[..20].iter().all(u8::is_ascii_digit)
+}
+
+struct Sim {
+    ctx: Arc<Ctx>,
+    opener: Opener,
+    rng: ChaCha8Rng,
+    wal: Option<Arc<dyn LogApi>>,
+    end: Option<RunEnd>,
+    sync_fails_at_open: u64,
+    /// Slots of the last clean scan of the live log.
+    last_slots: Vec<Slot>,
+    /// Crashes injected while `Wal::open` ran.
+    open_crashes: u64,
+    /// SimFs trace position at the last open.
+    open_seq: u64,
+}
+
+/// Outcome of one reopen.
+enum Reopened {
+    Open(Vec<Slot>),
+    Ended,
+}
+
+async fn simulate(cfg: RunConfig, opener: Opener) -> (Oracle, u64, RunEnd, Vec<String>) {
+    let clock = Arc::new(simfs::MadsimClock::new());
+    let fs = SimFs::with_config(cfg.seed, cfg.sim_config(clock));
+    let dir = PathBuf::from("/db/wal");
+    let rng = ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x574f_524b_4c4f_4144);
+    let ctx = Arc::new(Ctx::new(cfg.clone(), fs.clone(), dir));
+    let mut sim = Sim {
+        ctx: ctx.clone(),
+        opener,
+        rng,
+        wal: None,
+        end: None,
+        sync_fails_at_open: 0,
+        last_slots: Vec::new(),
+        open_crashes: 0,
+        open_seq: 0,
+    };
+    ctx.oracle()
+        .event(&format!("start: {}", cfg.to_string().replace('\n', " |")));
+    sim.run().await;
+    let end = sim.end.unwrap_or(RunEnd::Healed);
+    drop(sim);
+    let counters = fs.counters();
+    let fs_hash = fs.trace_hash();
+    let ctx = Arc::try_unwrap(ctx).unwrap_or_else(|c| Ctx::new(c.cfg.clone(), c.fs.clone(), c.dir.clone()));
+    let mut oracle = ctx.into_oracle();
+    oracle.cov.faults = counters;
+    if end == RunEnd::ReportedDamage {
+        oracle.cov.mark(Mark::EndedOnReportedDamage);
+    }
+    let fs_trace = if oracle.violations.is_empty() {
+        Vec::new()
+    } else {
+        let events = fs.trace();
+        let skip = events.len().saturating_sub(120);
+        // Every injected fault still in the ring, then the last events.
+        events
+            .iter()
+            .enumerate()
+            .filter(|(i, e)| *i >= skip || (e.fault.is_some() && e.fault != Some(simfs::FaultKind::ShortRead)))
+            .map(|(_, e)| {
+                format!(
+                    "#{} t={}us {} {} ino={:?} off={} len={} -> {}{}",
+                    e.seq,
+                    e.time_ns / 1000,
+                    e.op,
+                    e.path.as_deref().unwrap_or("-"),
+                    e.ino,
+                    e.offset,
+                    e.len,
+                    e.result,
+                    e.fault.map(|f| format!(" [{f:?}]")).unwrap_or_default()
+                )
+            })
+            .collect()
+    };
+    (oracle, fs_hash, end, fs_trace)
+}
+
+impl Sim {
+    fn cfg(&self) -> &RunConfig {
+        &self.ctx.cfg
+    }
+
+    fn pct(&mut self, p: u32) -> bool {
+        self.rng.random_range(0..100) < p
+    }
+
+    fn failed(&self) -> bool {
+        !self.ctx.oracle().violations.is_empty()
+    }
+
+    fn crash_kind(&mut self) -> CrashKind {
+        let (p, l) = (
+            self.cfg().on(FaultClass::ProcessCrash),
+            self.cfg().on(FaultClass::PowerLoss),
+        );
+        let pl = self.cfg().power_loss_pct;
+        match (p, l) {
+            (true, false) => CrashKind::Process,
+            (false, true) => CrashKind::PowerLoss,
+            _ if self.pct(pl) => CrashKind::PowerLoss,
+            _ => CrashKind::Process,
+        }
+    }
+
+    async fn run(&mut self) {
+        let rounds = self.cfg().rounds;
+        if let Reopened::Ended = self.reopen(BTreeMap::new(), false).await {
+            return;
+        }
+        for r in 0..rounds {
+            if self.failed() || self.end.is_some() {
+                return;
+            }
+            self.ctx.oracle().event(&format!("round {r}"));
+            self.round().await;
+        }
+        if self.failed() || self.end.is_some() {
+            return;
+        }
+        self.heal().await;
+    }
+
+    /// Opens the log (retrying transient errors, maybe crashing mid-open),
+    /// scans it and checks it against the oracle.
+    async fn reopen(&mut self, mut extra: BTreeMap<u64, (usize, usize)>, heal: bool) -> Reopened {
+        let cfg = self.ctx.cfg.clone();
+        let mut mode = cfg.recovery_mode;
+        let mut io_errors = 0;
+        for _ in 0..60 {
+            let mut opts = cfg.options(RunConfig::madsim_sleeper());
+            opts.recovery_mode = mode;
+            let fut = (self.opener)(self.ctx.fs.clone(), self.ctx.dir.clone(), opts);
+            let crash_it = !heal && cfg.on(FaultClass::CrashDuringOpen) && self.pct(cfg.crash_open_pct);
+            let res = if crash_it {
+                let h = madsim::task::spawn(fut);
+                let wait = self.rng.random_range(0..=cfg.latency_us.1 * 6);
+                madsim::time::sleep(Duration::from_micros(wait)).await;
+                if !h.is_finished() {
+                    h.abort();
+                    let _ = h.await;
+                    let kind = self.crash_kind();
+                    self.ctx.oracle().crashed(kind, true);
+                    self.ctx.fs.crash(kind);
+                    self.ctx.oracle().cov.mark(Mark::CrashDuringRecovery);
+                    self.open_crashes += 1;
+                    if kind == CrashKind::PowerLoss {
+                        extra.clear();
+                    }
+                    continue;
+                }
+                match h.await {
+                    Ok(r) => r,
+                    Err(e) => {
+                        self.ctx.oracle().violation(format!("open task failed: {e}"));
+                        return self.ended(RunEnd::Failed);
+                    }
+                }
+            } else {
+                fut.await
+            };
+            let wal = match res {
+                Ok(w) => w,
+                Err(Error::Corruption {
+                    segment,
+                    offset,
+                    reason,
+                }) => {
+                    let msg = format!("{}@{offset}: {reason}", segment.display());
+                    self.ctx.oracle().event(&format!("open -> Corruption {msg}"));
+                    if mode == RecoveryMode::AbsoluteConsistency {
+                        self.ctx.oracle().cov.mark(Mark::AbsoluteRefused);
+                        mode = RecoveryMode::TolerateTornTail;
+                        continue;
+                    }
+                    if cfg.weak() || cfg.media_damage() {
+                        self.ctx.oracle().cov.mark(Mark::CorruptionReported);
+                        return self.ended(RunEnd::ReportedDamage);
+                    }
+                    self.ctx.oracle().violation(format!(
+                        "reopen reported corruption with no media fault and an honest fsync: {msg}"
+                    ));
+                    return self.ended(RunEnd::Failed);
+                }
+                Err(e @ Error::Io { .. }) => {
+                    self.ctx.oracle().event(&format!("open -> Err({e})"));
+                    io_errors += 1;
+                    if io_errors > 20 {
+                        if cfg.on(FaultClass::LatentSectorError) {
+                            self.ctx.oracle().cov.mark(Mark::CorruptionReported);
+                            return self.ended(RunEnd::ReportedDamage);
+                        }
+                        self.ctx.oracle().violation(format!("cannot reopen: {e}"));
+                        return self.ended(RunEnd::Failed);
+                    }
+                    continue;
+                }
+                Err(e) => {
+                    self.ctx.oracle().violation(format!("reopen failed: {e}"));
+                    return self.ended(RunEnd::Failed);
+                }
+            };
+            let report = wal.recovery_report();
+            let Some((first, next, entries)) = self.scan(&wal).await else {
+                return Reopened::Ended;
+            };
+            let checked = {
+                let mut o = self.ctx.oracle();
+                let slots = o.check_scan(first, next, &entries);
+                if let Some(slots) = &slots {
+                    o.after_recovery(first, next, slots, &extra, &report);
+                }
+                slots
+            };
+            let Some(slots) = checked else {
+                return self.ended(RunEnd::Failed);
+            };
+            if self.failed() {
+                return self.ended(RunEnd::Failed);
+            }
+            self.sync_fails_at_open = self.ctx.fs.counters().get(FaultKind::SyncFail);
+            self.open_seq = self.ctx.fs.trace().last().map_or(0, |e| e.seq + 1);
+            self.last_slots = slots.clone();
+            self.wal = Some(wal);
+            return Reopened::Open(slots);
+        }
+        if cfg.on(FaultClass::LatentSectorError) || cfg.media_damage() {
+            self.ctx.oracle().cov.mark(Mark::CorruptionReported);
+            return self.ended(RunEnd::ReportedDamage);
+        }
+        self.ctx
+            .oracle()
+            .violation("could not reopen the log in 60 attempts".into());
+        self.ended(RunEnd::Failed)
+    }
+
+    fn ended(&mut self, end: RunEnd) -> Reopened {
+        self.end = Some(end);
+        self.wal = None;
+        Reopened::Ended
+    }
+
+    /// Iterates the whole log. `None` if the run ended (damage reported, or a
+    /// violation).
+    async fn scan(&mut self, wal: &Arc<dyn LogApi>) -> Option<(u64, u64, Vec<(u64, Vec<u8>)>)> {
+        let cfg = self.ctx.cfg.clone();
+        let (first, next) = (wal.first_index(), wal.next_index());
+        let mut entries = Vec::new();
+        let mut pos = first;
+        let mut errors = 0;
+        'outer: while pos < next {
+            let mut it = match wal.iter_from(pos) {
+                Ok(it) => it,
+                Err(e) => {
+                    self.ctx
+                        .oracle()
+                        .violation(format!("scan: iter_from({pos}) failed: {e}"));
+                    self.end = Some(RunEnd::Failed);
+                    return None;
+                }
+            };
+            loop {
+                match it.next().await {
+                    None => break 'outer,
+                    Some(Ok(rec)) => {
+                        pos = rec.0 + 1;
+                        entries.push(rec);
+                    }
+                    Some(Err(e)) => {
+                        errors += 1;
+                        let transient = matches!(e, Error::Io { .. })
+                            && (cfg.on(FaultClass::EioRead)
+                                || cfg.on(FaultClass::EioOpen)
+                                || cfg.on(FaultClass::ShortRead)
+                                || cfg.on(FaultClass::LatentSectorError));
+                        if transient && errors < 50 {
+                            continue 'outer;
+                        }
+                        let damage = matches!(e, Error::Corruption { .. } | Error::Io { .. })
+                            && (cfg.media_damage() || cfg.weak());
+                        if damage {
+                            self.ctx
+                                .oracle()
+                                .event(&format!("scan at {pos}: {e} (reported damage)"));
+                            self.ctx.oracle().cov.mark(Mark::CorruptionReported);
+                            self.end = Some(RunEnd::ReportedDamage);
+                        } else {
+                            self.ctx.oracle().violation(format!("scan at {pos}: {e}"));
+                            self.end = Some(RunEnd::Failed);
+                        }
+                        self.wal = None;
+                        return None;
+                    }
+                }
+            }
+        }
+        Some((first, next, entries))
+    }
+
+    async fn round(&mut self) {
+        if self.wal.is_none() {
+            if let Reopened::Ended = self.reopen(BTreeMap::new(), false).await {
+                return;
+            }
+        }
+        let Some(wal) = self.wal.clone() else { return };
+        let cfg = self.ctx.cfg.clone();
+        let disk_full = cfg.on(FaultClass::DiskFull) && self.pct(cfg.disk_full_pct);
+        if disk_full {
+            let room = self.rng.random_range(0..=(cfg.max_record_bytes as u64 * 4).max(8192));
+            let cap = self.ctx.fs.used_bytes() + room;
+            self.ctx.fs.set_capacity(Some(cap));
+            self.ctx.oracle().cov.mark(Mark::DiskFullEpisode);
+            self.ctx.oracle().event(&format!("disk full episode: capacity {cap}"));
+        }
+        let solo = self.pct(cfg.solo_pct);
+        let mut handles = Vec::new();
+        if solo {
+            self.ctx.oracle().cov.mark(Mark::SoloRound);
+            let rng = ChaCha8Rng::seed_from_u64(self.rng.next_u64());
+            let ops = cfg.ops_per_writer.max(4);
+            handles.push(madsim::task::spawn(workload::solo(
+                self.ctx.clone(),
+                wal.clone(),
+                cfg.writers,
+                ops,
+                rng,
+            )));
+            for _ in 0..cfg.writers.min(3).saturating_sub(1) {
+                let rng = ChaCha8Rng::seed_from_u64(self.rng.next_u64());
+                handles.push(madsim::task::spawn(workload::reader(
+                    self.ctx.clone(),
+                    wal.clone(),
+                    4,
+                    rng,
+                )));
+            }
+        } else {
+            for w in 0..cfg.writers {
+                let rng = ChaCha8Rng::seed_from_u64(self.rng.next_u64());
+                handles.push(madsim::task::spawn(workload::writer(
+                    self.ctx.clone(),
+                    wal.clone(),
+                    w,
+                    cfg.ops_per_writer,
+                    rng,
+                )));
+            }
+        }
+        if cfg.crashes() && self.pct(cfg.crash_pct) {
+            let span = u64::from(cfg.ops_per_writer) * cfg.latency_us.1 * 6;
+            let wait = self.rng.random_range(0..=span.max(1));
+            madsim::time::sleep(Duration::from_micros(wait)).await;
+            for h in &handles {
+                h.abort();
+            }
+            for h in handles {
+                let _ = h.await;
+            }
+            let kind = self.crash_kind();
+            let stopped = wal.stopped().is_some();
+            let mut extra = self.ctx.oracle().crashed(kind, stopped);
+            self.ctx.fs.crash(kind);
+            self.ctx.fs.set_capacity(None);
+            drop(wal);
+            self.wal = None;
+            if kind == CrashKind::PowerLoss {
+                extra.clear();
+            }
+            self.reopen(extra, false).await;
+            return;
+        }
+        for h in handles {
+            if let Err(e) = h.await {
+                self.ctx.oracle().violation(format!("a workload task failed: {e}"));
+            }
+        }
+        self.ctx.fs.set_capacity(None);
+        self.quiescent(wal).await;
+    }
+
+    /// Checks at a point where no task runs: fail-stop, the live log, the
+    /// segment list against the directory; then maybe a clean close and reopen.
+    async fn quiescent(&mut self, wal: Arc<dyn LogApi>) {
+        let cfg = self.ctx.cfg.clone();
+        let sync_fails = self.segment_sync_failures();
+        let stopped = wal.stopped();
+        {
+            let mut o = self.ctx.oracle();
+            o.cov.checks.failstop_checks += 1;
+            if sync_fails > 0 && cfg.profile != SyncFailureProfile::Ext4DataJournal && stopped.is_none() {
+                o.violation(format!(
+                    "{sync_fails} fsync(s) of segment files failed since open, but the WAL did not stop"
+                ));
+            }
+            if let Some(cause) = &stopped {
+                o.note_stopped(cause);
+            }
+        }
+        if stopped.is_some() {
+            // Every call fails with Stopped until reopen.
+            let start = self.ctx.oracle().now();
+            let r = wal.sync().await;
+            self.ctx.oracle().finish_sync(start, &r);
+            let start = self.ctx.oracle().now();
+            let first = wal.first_index();
+            let r = wal.read(first).await;
+            let next = wal.next_index();
+            self.ctx.oracle().finish_read(start, first, first, next, &r);
+            let start = self.ctx.oracle().now();
+            self.wal = None;
+            let r = wal.close().await;
+            self.ctx.oracle().finish_close(start, &r);
+            // Reopen without a crash: the page cache is as the process left it.
+            self.reopen(BTreeMap::new(), false).await;
+            return;
+        }
+        let Some((first, next, entries)) = self.scan(&wal).await else {
+            return;
+        };
+        let slots = {
+            let mut o = self.ctx.oracle();
+            let Some(slots) = o.check_scan(first, next, &entries) else {
+                return;
+            };
+            o.check_live(first, next, &slots);
+            slots
+        };
+        self.last_slots = slots.clone();
+        self.check_segments(&wal).await;
+        if self.pct(cfg.close_pct) {
+            let start = self.ctx.oracle().now();
+            self.wal = None;
+            let r = wal.close().await;
+            let ok = r.is_ok();
+            self.ctx.oracle().finish_close(start, &r);
+            let power = ok && cfg.on(FaultClass::PowerLoss) && self.pct(50);
+            if power {
+                self.ctx.oracle().crashed(CrashKind::PowerLoss, false);
+                self.ctx.fs.crash(CrashKind::PowerLoss);
+            }
+            if let Reopened::Open(after) = self.reopen(BTreeMap::new(), false).await {
+                // A clean close made everything durable: the log is the same.
+                let exact = ok && !cfg.weak() && !cfg.media_damage();
+                if exact && after != slots {
+                    self.ctx.oracle().violation(format!(
+                        "after a clean close{} the reopened log differs ({} records before, {} after)",
+                        if power { " and a power loss" } else { "" },
+                        slots.len(),
+                        after.len()
+                    ));
+                }
+            }
+        } else if self.pct(25) {
+            self.idempotence(wal).await;
+        }
+    }
+
+    /// Failed fsyncs of segment files since the last open (from the SimFs
+    /// trace: a failed fsync of a temporary file the WAL then discards need
+    /// not stop it).
+    fn segment_sync_failures(&self) -> u64 {
+        let total = self.ctx.fs.counters().get(FaultKind::SyncFail);
+        if total == self.sync_fails_at_open {
+            return 0;
+        }
+        let events = self.ctx.fs.trace();
+        let mut paths: BTreeMap<u64, String> = BTreeMap::new();
+        let mut failures = 0;
+        for e in &events {
+            if let (Some(ino), Some(path)) = (e.ino, e.path.as_ref()) {
+                paths.insert(ino, path.clone());
+            }
+            if e.fault == Some(FaultKind::SyncFail) && e.seq >= self.open_seq {
+                let name = e
+                    .ino
+                    .and_then(|i| paths.get(&i))
+                    .map(|p| p.rsplit('/').next().unwrap_or("").to_string())
+                    .unwrap_or_default();
+                if is_segment_name(&name) {
+                    failures += 1;
+                }
+            }
+        }
+        failures
+    }
+
+    /// No phantom segments: the WAL's segment list equals the directory.
+    async fn check_segments(&mut self, wal: &Arc<dyn LogApi>) {
+        use simfs::Fs;
+        let listed = match self.ctx.fs.read_dir(&self.ctx.dir).await {
+            Ok(l) => l,
+            Err(e) => {
+                self.ctx.oracle().event(&format!("read_dir failed: {e}"));
+                return;
+            }
+        };
+        if wal.stopped().is_some() {
+            return;
+        }
+        let mut on_disk: Vec<String> = listed
+            .into_iter()
+            .filter(|e| is_segment_name(&e.name))
+            .map(|e| e.name)
+            .collect();
+        on_disk.sort();
+        let mut names = wal.segment_names();
+        names.sort();
+        let mut o = self.ctx.oracle();
+        o.cov.checks.phantom_checks += 1;
+        if names != on_disk {
+            o.violation(format!("segment list {names:?} differs from the directory {on_disk:?}"));
+        }
+    }
+
+    /// Idempotent recovery: crash (process) and recover, then crash and
+    /// recover again with no append in between: both recoveries give the
+    /// same log (unless a crash hit the second open).
+    async fn idempotence(&mut self, wal: Arc<dyn LogApi>) {
+        let stopped = wal.stopped().is_some();
+        let extra = self.ctx.oracle().crashed(CrashKind::Process, stopped);
+        self.ctx.fs.crash(CrashKind::Process);
+        self.wal = None;
+        drop(wal);
+        let Reopened::Open(first) = self.reopen(extra, false).await else {
+            return;
+        };
+        let Some(wal) = self.wal.take() else { return };
+        let crashes = self.open_crashes;
+        let extra = self.ctx.oracle().crashed(CrashKind::Process, wal.stopped().is_some());
+        self.ctx.fs.crash(CrashKind::Process);
+        drop(wal);
+        let Reopened::Open(second) = self.reopen(extra, false).await else {
+            return;
+        };
+        if self.open_crashes != crashes {
+            return;
+        }
+        let mut o = self.ctx.oracle();
+        o.cov.checks.idempotence_checks += 1;
+        if first != second {
+            o.violation(format!(
+                "recovery is not idempotent: {} records after one recovery, {} after a second with no append in between",
+                first.len(),
+                second.len()
+            ));
+        }
+    }
+
+    /// Faults off, capacity lifted: recovery must complete, appends must
+    /// succeed and survive a power loss.
+    async fn heal(&mut self) {
+        let cfg = self.ctx.cfg.clone();
+        self.ctx.fs.set_faults(FaultConfig::none());
+        self.ctx.fs.set_capacity(None);
+        self.ctx.oracle().event("heal: faults off");
+        if let Some(wal) = self.wal.take() {
+            let start = self.ctx.oracle().now();
+            let r = wal.close().await;
+            self.ctx.oracle().finish_close(start, &r);
+        }
+        let Reopened::Open(_) = self.reopen(BTreeMap::new(), true).await else {
+            return;
+        };
+        let Some(wal) = self.wal.clone() else { return };
+        let heal_writer = cfg.writers + 1;
+        let mut heal_ids = Vec::new();
+        for i in 0..10u32 {
+            let (id, r) = if i % 4 == 3 {
+                let lens: Vec<usize> = [32usize, 0, cfg.max_record_bytes]
+                    .into_iter()
+                    .take(cfg.max_batch.max(1))
+                    .collect();
+                let (id, p) = self.ctx.oracle().begin_append(heal_writer, &lens, true, None);
+                (id, wal.append_batch(p).await)
+            } else {
+                let len = workload::record_len(&cfg, &mut self.rng, false);
+                let (id, mut p) = self.ctx.oracle().begin_append(heal_writer, &[len], false, None);
+                (id, wal.append(p.pop().unwrap_or_default()).await)
+            };
+            let ok = r.is_ok();
+            self.ctx.oracle().finish_append(id, &r);
+            if !ok {
+                self.ctx
+                    .oracle()
+                    .violation(format!("liveness: append after heal failed: {r:?}"));
+                self.end = Some(RunEnd::Failed);
+                return;
+            }
+            heal_ids.push(id);
+            if i == 4 {
+                // An honest seal: makes every directory entry durable, even
+                // those a lying directory fsync left pending.
+                let start = self.ctx.oracle().now();
+                let r = wal.rotate().await;
+                self.ctx.oracle().finish_rotate(start, &r);
+                if r.is_err() {
+                    self.ctx
+                        .oracle()
+                        .violation(format!("liveness: rotate after heal failed: {r:?}"));
+                    self.end = Some(RunEnd::Failed);
+                    return;
+                }
+            }
+        }
+        if cfg.sync == SyncKind::Manual {
+            let start = self.ctx.oracle().now();
+            let r = wal.sync().await;
+            self.ctx.oracle().finish_sync(start, &r);
+        }
+        let start = self.ctx.oracle().now();
+        self.wal = None;
+        let r = wal.close().await;
+        let ok = r.is_ok();
+        self.ctx.oracle().finish_close(start, &r);
+        if !ok {
+            self.ctx
+                .oracle()
+                .violation(format!("liveness: close after heal failed: {r:?}"));
+            self.end = Some(RunEnd::Failed);
+            return;
+        }
+        self.ctx.oracle().crashed(CrashKind::PowerLoss, false);
+        self.ctx.fs.crash(CrashKind::PowerLoss);
+        let Reopened::Open(slots) = self.reopen(BTreeMap::new(), true).await else {
+            return;
+        };
+        {
+            let mut o = self.ctx.oracle();
+            let first = cfg.first_index;
+            for id in heal_ids {
+                let (first_idx, n) = match o.attempts.get(id) {
+                    Some(a) => match a.outcome {
+                        crate::oracle::Outcome::Acked(i) => (i, a.records.len()),
+                        _ => continue,
+                    },
+                    None => continue,
+                };
+                for k in 0..n {
+                    if !o.holds(&slots, first, first_idx + k as u64, id, k) {
+                        o.violation(format!("heal: record #{id}[{k}] closed cleanly, lost at power loss"));
+                    }
+                }
+            }
+            o.cov.mark(Mark::HealCompleted);
+        }
+        if let Some(wal) = self.wal.clone() {
+            self.idempotence(wal).await;
+        }
+        if let Some(wal) = self.wal.take() {
+            let start = self.ctx.oracle().now();
+            let r = wal.close().await;
+            self.ctx.oracle().finish_close(start, &r);
+        }
+    }
+}

@@ -1,0 +1,74 @@
+//! Running many seeds, on one thread or several. Each seed runs in its own
+//! madsim runtime, which lives on the thread that runs it: the simulation
+//! of a seed is deterministic whatever thread runs it.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use crate::api::Opener;
+use crate::config::Overrides;
+use crate::coverage::Coverage;
+use crate::runner::{check_seed_with, Report, RunEnd};
+
+/// The result of a sweep.
+#[derive(Debug, Default)]
+pub struct Sweep {
+    /// Seeds that passed.
+    pub passed: u64,
+    /// Of those, how many completed the heal phase.
+    pub healed: u64,
+    /// Of those, how many ended early on reported damage (accepted).
+    pub ended_on_damage: u64,
+    /// Failing runs, by seed.
+    pub failed: Vec<Report>,
+    /// Coverage summed over every seed.
+    pub coverage: Coverage,
+}
+
+/// Runs `count` seeds from `start` on `jobs` threads against the log
+/// `opener` opens, each under the `base` overrides (e.g. a fault class
+/// switched off for the whole sweep); `progress` is called after each seed.
+pub fn run(
+    start: u64,
+    count: u64,
+    jobs: usize,
+    base: Overrides,
+    opener: Opener,
+    progress: &(dyn Fn(&Report) + Sync),
+) -> Sweep {
+    let next = AtomicU64::new(0);
+    let out = Mutex::new(Sweep::default());
+    let work = || loop {
+        let i = next.fetch_add(1, Ordering::Relaxed);
+        if i >= count {
+            break;
+        }
+        let seed = start.wrapping_add(i);
+        let r = check_seed_with(seed, base, opener.clone());
+        progress(&r);
+        let mut s = out.lock().unwrap_or_else(|e| e.into_inner());
+        s.coverage.merge(&r.coverage);
+        if r.passed() {
+            s.passed += 1;
+            match r.end {
+                RunEnd::Healed => s.healed += 1,
+                RunEnd::ReportedDamage => s.ended_on_damage += 1,
+                RunEnd::Failed => {}
+            }
+        } else {
+            s.failed.push(r);
+        }
+    };
+    if jobs <= 1 {
+        work();
+    } else {
+        std::thread::scope(|sc| {
+            for _ in 0..jobs {
+                sc.spawn(work);
+            }
+        });
+    }
+    let mut s = out.into_inner().unwrap_or_else(|e| e.into_inner());
+    s.failed.sort_by_key(|r| r.seed);
+    s
+}
