@@ -220,6 +220,7 @@ pub fn frame_len(payload_len: usize) -> usize {
 /// assert_eq!(padding_len(64, 4096), 4032);
 /// assert_eq!(padding_len(4080, 4096), 16 + 4096);
 /// assert_eq!(padding_len(72, 8), 0);
+/// assert_eq!(padding_len(104, 16), 40);
 /// ```
 pub fn padding_len(offset: u64, alignment: u64) -> usize {
     let rem = offset % alignment;
@@ -227,7 +228,7 @@ pub fn padding_len(offset: u64, alignment: u64) -> usize {
         return 0;
     }
     let mut gap = alignment - rem;
-    if gap < FRAME_HEADER_BYTES as u64 {
+    while gap < FRAME_HEADER_BYTES as u64 {
         gap += alignment;
     }
     gap as usize

@@ -117,6 +117,11 @@ impl<F: Fs> Writer<F> {
         critical.finish();
         match outcome {
             Ok(()) => complete(group, |r| Ok(r.first_index)),
+            // An abort whose cleanup stopped the WAL is a stop.
+            Err(GroupError::Abort(cause)) if inner.state().stopped.is_some() => {
+                let stopped = inner.stop(cause);
+                complete(group, |_| Err(stopped.clone()));
+            }
             Err(GroupError::Abort(cause)) => {
                 // Nothing of the group is in the log; later admitted appends
                 // depend on its indices, so they fail too.

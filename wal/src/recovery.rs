@@ -209,8 +209,11 @@ pub(crate) async fn recover<F: Fs>(
                     .await
                     .map_err(|e| Error::io("remove", &path, 0, e))?;
                 report.removed_files.push(file_name.clone());
+                // It never held an acknowledged record, so its name says
+                // nothing about the log: an empty log starts where the meta
+                // file (or the options) say, as the next open will.
                 if sealed.is_empty() {
-                    next_index = name.first().max(empty_next);
+                    next_index = empty_next;
                 }
             }
             ActiveScan::Valid {
@@ -545,10 +548,10 @@ async fn scan_active<F: Fs>(
     // marked clean although they never reached the disk, and a new fsync
     // writes nothing. So rewrite every record that was not known durable
     // when the last frame was written, then fsync.
-    let from_index = durable_hint.max(first);
-    if next > from_index {
-        report.rewritten_bytes = rewrite_tail(&file, path, seed, &sparse, from_index, committed_end).await?;
-    }
+    // When no record of this segment is known durable, neither is its
+    // header: its creation's fsync may be the one that failed. Rewrite it too.
+    let from_index = (durable_hint > first).then_some(durable_hint);
+    report.rewritten_bytes = rewrite_tail(&file, path, seed, &sparse, from_index, committed_end).await?;
     file.sync_data().await.map_err(|e| Error::io("sync_data", path, 0, e))?;
     Ok(ActiveScan::Valid {
         file,
@@ -599,7 +602,11 @@ impl Scan {
         if (h.index - self.first) % ACTIVE_SPARSE_STRIDE == 0 {
             self.batch_sparse.push((h.index, offset));
         }
-        self.batch_next = h.index + 1;
+        // An index at u64::MAX leaves no next index: not a log we wrote.
+        self.batch_next = h
+            .index
+            .checked_add(1)
+            .ok_or_else(|| "frame with index u64::MAX".to_string())?;
         self.batch_durable_hint = self.batch_durable_hint.max(h.durable_next);
         if h.kind.commits() {
             self.next = self.batch_next;
@@ -611,30 +618,35 @@ impl Scan {
     }
 }
 
-/// Rewrites, byte for byte, the frames from the record `from_index` to
-/// `end`, so that a following fsync writes them whatever the page cache's
-/// state (see `scan_active`). The first of them starts a group written after
-/// an fsync, so with `durable_alignment_bytes` padding it starts on a fresh
-/// block: no sector holding acknowledged records is touched. Returns the
-/// bytes rewritten.
+/// Rewrites, byte for byte, the frames from the record `from_index` (from
+/// the start of the file for `None`) to `end`, so that a following fsync
+/// writes them whatever the page cache's state (see `scan_active`). The first
+/// of them starts a group written after an fsync, so with
+/// `durable_alignment_bytes` padding it starts on a fresh block: no sector
+/// holding acknowledged records is touched. Returns the bytes rewritten.
 async fn rewrite_tail<Fl: File>(
     file: &Arc<Fl>,
     path: &Path,
     seed: FrameSeed,
     sparse: &[(u64, u64)],
-    from_index: u64,
+    from_index: Option<u64>,
     end: u64,
 ) -> Result<u64> {
-    let pos = sparse.partition_point(|&(i, _)| i <= from_index);
-    let start = pos.checked_sub(1).map_or(SEGMENT_HEADER_BYTES as u64, |p| sparse[p].1);
-    let mut reader = FrameReader::new(file.clone(), seed, start, end);
-    let from = loop {
-        let f = reader
-            .next_header()
-            .await
-            .map_err(|stop| stop.into_error(path, from_index))?;
-        if f.header.index >= from_index {
-            break f.offset;
+    let from = match from_index {
+        None => 0,
+        Some(from_index) => {
+            let pos = sparse.partition_point(|&(i, _)| i <= from_index);
+            let start = pos.checked_sub(1).map_or(SEGMENT_HEADER_BYTES as u64, |p| sparse[p].1);
+            let mut reader = FrameReader::new(file.clone(), seed, start, end);
+            loop {
+                let f = reader
+                    .next_header()
+                    .await
+                    .map_err(|stop| stop.into_error(path, from_index))?;
+                if f.header.index >= from_index {
+                    break f.offset;
+                }
+            }
         }
     };
     const CHUNK: u64 = 1 << 20;
