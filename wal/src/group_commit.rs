@@ -41,6 +41,10 @@ struct Active<F: Fs> {
     /// Where the next frame goes: the end of the last committed frame.
     write_offset: u64,
     records: u64,
+    /// The file is zero-filled up to here (`Options::preallocate_bytes`), so
+    /// writes below it change no file size and an fdatasync commits no
+    /// metadata. At least `write_offset`.
+    zeroed_until: u64,
 }
 
 /// The single writer's state, behind the async `writer` mutex.
@@ -48,6 +52,8 @@ pub(crate) struct Writer<F: Fs> {
     active: Option<Active<F>>,
     /// Reused encode buffer.
     buf: Vec<u8>,
+    /// Zeros for preallocation (kept to avoid reallocating).
+    zeros: Vec<u8>,
 }
 
 impl<F: Fs> Writer<F> {
@@ -60,6 +66,7 @@ impl<F: Fs> Writer<F> {
                     file: file.clone(),
                     write_offset: m.end_offset,
                     records: m.last_index.map_or(0, |l| l - seg.first_index + 1),
+                    zeroed_until: m.end_offset,
                 })
             }
             _ => None,
@@ -67,6 +74,7 @@ impl<F: Fs> Writer<F> {
         Writer {
             active,
             buf: Vec::new(),
+            zeros: Vec::new(),
         }
     }
 
@@ -225,10 +233,32 @@ impl<F: Fs> Writer<F> {
                 Ok(()) => active.file.sync_data().await,
                 Err(e) => Err(e),
             };
+            active.zeroed_until = offset;
             return match synced {
                 Ok(()) => Err(GroupError::Abort(cause)),
                 Err(e) => Err(GroupError::Stop(Error::io("cut back partial write", &path, offset, e))),
             };
+        }
+        let end = offset + buf.len() as u64;
+        if end > active.zeroed_until {
+            // Zero-fill ahead, so the next groups overwrite allocated space
+            // and their fdatasyncs commit no size change (best effort).
+            let target = end
+                .div_ceil(inner.opts.preallocate_bytes.max(1))
+                .saturating_mul(inner.opts.preallocate_bytes)
+                .min(inner.opts.segment_size_bytes);
+            if target > end {
+                self.zeros.resize((target - end) as usize, 0);
+                match active.file.write_all_at(&self.zeros, end).await {
+                    Ok(()) => active.zeroed_until = target,
+                    Err(e) => {
+                        debug!(error = %e, "zero-fill ahead failed; going on without it");
+                        active.zeroed_until = end;
+                    }
+                }
+            } else {
+                active.zeroed_until = end;
+            }
         }
         if synced {
             active
@@ -314,6 +344,30 @@ impl<F: Fs> Writer<F> {
         Ok(())
     }
 
+    /// Cuts the zero-filled tail of the active segment and makes the cut
+    /// durable (before sealing or closing), so files end at their last frame.
+    pub(crate) async fn trim_tail(&mut self) -> Result<()> {
+        let Some(active) = self.active.as_mut() else {
+            return Ok(());
+        };
+        if active.zeroed_until <= active.write_offset {
+            return Ok(());
+        }
+        let path = active.seg.path();
+        active
+            .file
+            .set_len(active.write_offset)
+            .await
+            .map_err(|e| Error::io("set_len", &path, active.write_offset, e))?;
+        active
+            .file
+            .sync_data()
+            .await
+            .map_err(|e| Error::io("sync_data", &path, 0, e))?;
+        active.zeroed_until = active.write_offset;
+        Ok(())
+    }
+
     /// Where the active segment ends, for the clean-shutdown marker.
     pub(crate) fn active_end(&self) -> Option<(u64, u64)> {
         self.active.as_ref().map(|a| (a.seg.id, a.write_offset))
@@ -334,6 +388,7 @@ impl<F: Fs> Writer<F> {
                 file,
                 write_offset: end,
                 records,
+                zeroed_until: end,
             }
         });
     }
@@ -355,6 +410,8 @@ impl<F: Fs> Writer<F> {
     /// Seals the active segment: data durable, then the name (rename +
     /// directory fsync), and only then the in-memory state.
     async fn seal(&mut self, inner: &Inner<F>) -> Result<(), GroupError> {
+        // A failed cut or fsync leaves the WAL not knowing what is durable.
+        self.trim_tail().await.map_err(GroupError::Stop)?;
         let Some(active) = &self.active else { return Ok(()) };
         let seg = active.seg.clone();
         let Some(last) = seg.meta().last_index else {
@@ -463,6 +520,7 @@ impl<F: Fs> Writer<F> {
             file,
             write_offset: data_start,
             records: 0,
+            zeroed_until: data_start,
         });
         info!(segment = %path.display(), first, id, "created segment");
         Ok(())

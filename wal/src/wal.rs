@@ -498,6 +498,9 @@ impl<F: Fs> Wal<F> {
         }
         let mut result = w.sync(inner).await;
         if result.is_ok() {
+            result = w.trim_tail().await.map_err(|e| inner.stop(e));
+        }
+        if result.is_ok() {
             // Where the log ends, so the next open reads no record data.
             result = inner.write_clean_marker(w.active_end()).await;
         }

@@ -16,6 +16,15 @@ use wal::{Error, Options, RecoveryMode, SyncPolicy, Wal};
 fn unpadded() -> Options {
     Options {
         durable_alignment_bytes: 8,
+        preallocate_bytes: 0,
+        ..Options::default()
+    }
+}
+
+/// No zero-filling ahead, so file sizes and free space are exact.
+fn no_prealloc() -> Options {
+    Options {
+        preallocate_bytes: 0,
         ..Options::default()
     }
 }
@@ -442,7 +451,7 @@ fn fsync_failure_stops_the_wal_until_reopen() {
 fn enospc_fails_the_group_cuts_back_and_goes_on() {
     block_on(async {
         let fs = SimFs::new(14);
-        let wal = open(&fs, Options::default()).await.unwrap();
+        let wal = open(&fs, no_prealloc()).await.unwrap();
         wal.append(payload(0, 100)).await.unwrap();
         let used = fs.used_bytes();
         fs.set_capacity(Some(used + 50));
@@ -457,7 +466,7 @@ fn enospc_fails_the_group_cuts_back_and_goes_on() {
         assert_eq!(wal.append(payload(1, 1000)).await.unwrap(), 1);
         drop(wal);
         fs.crash(CrashKind::PowerLoss);
-        let wal = open(&fs, Options::default()).await.unwrap();
+        let wal = open(&fs, no_prealloc()).await.unwrap();
         assert_eq!(
             collect(&wal).await.unwrap(),
             vec![(0, payload(0, 100)), (1, payload(1, 1000))]
@@ -616,7 +625,7 @@ fn large_and_empty_records() {
 fn synced_groups_end_on_the_alignment() {
     block_on(async {
         let fs = SimFs::new(21);
-        let wal = open(&fs, Options::default()).await.unwrap();
+        let wal = open(&fs, no_prealloc()).await.unwrap();
         for i in 0..3 {
             wal.append(payload(i, 50)).await.unwrap();
         }
@@ -630,7 +639,7 @@ fn synced_groups_end_on_the_alignment() {
         }
         drop(wal);
         fs.crash(CrashKind::PowerLoss);
-        let wal = open(&fs, Options::default()).await.unwrap();
+        let wal = open(&fs, no_prealloc()).await.unwrap();
         assert_eq!(collect(&wal).await.unwrap().len(), 3);
     });
 }
@@ -750,4 +759,54 @@ fn records_served_after_a_failed_fsync_survive_the_next_power_loss() {
             assert_eq!(collect(&wal).await.unwrap(), served, "what recovery served is durable");
         });
     }
+}
+
+#[test]
+fn preallocation_zero_fills_ahead_and_is_trimmed_at_close() {
+    block_on(async {
+        let fs = SimFs::new(25);
+        let opts = Options {
+            preallocate_bytes: 64 << 10,
+            ..Options::default()
+        };
+        let wal = open(&fs, opts.clone()).await.unwrap();
+        for i in 0..5 {
+            wal.append(payload(i, 100)).await.unwrap();
+        }
+        let name = wal.segments().await[0].name.clone();
+        let path = dir().join(&name);
+        assert_eq!(
+            fs.durable_content(&path).unwrap().len(),
+            64 << 10,
+            "zero-filled ahead, durably"
+        );
+        // A crash: the zero tail is the clean end of the log.
+        drop(wal);
+        fs.crash(CrashKind::PowerLoss);
+        let wal = open(&fs, opts.clone()).await.unwrap();
+        assert_eq!(collect(&wal).await.unwrap().len(), 5);
+        assert_eq!(wal.recovery_report().stop_reason, None);
+        wal.append(payload(5, 100)).await.unwrap();
+        wal.close().await.unwrap();
+        assert_eq!(
+            fs.durable_content(&path).unwrap().len(),
+            7 * 4096,
+            "trimmed to the last frame at close"
+        );
+        // A full disk only costs the zero-filling, never an append that fits;
+        // and appends into the zero-filled space need no free space at all.
+        let fs = SimFs::new(26);
+        fs.set_capacity(Some(3 * 4096 + 100));
+        let wal = open(&fs, opts.clone()).await.unwrap();
+        wal.append(payload(0, 100)).await.unwrap();
+        assert_eq!(collect(&wal).await.unwrap().len(), 1);
+        let fs = SimFs::new(27);
+        let wal = open(&fs, opts).await.unwrap();
+        wal.append(payload(0, 100)).await.unwrap();
+        fs.set_capacity(Some(fs.used_bytes()));
+        for i in 1..10 {
+            wal.append(payload(i, 100)).await.unwrap();
+        }
+        assert_eq!(collect(&wal).await.unwrap().len(), 10);
+    });
 }
