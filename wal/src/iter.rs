@@ -95,19 +95,24 @@ impl<F: Fs> WalIter<F> {
         let index = self.next;
         let stale = match &self.reader {
             Some((seg, _)) => {
-                (seg.meta().last_index.is_none_or(|l| index > l) && !seg_is_active(seg))
-                    || seg.rewrites() != self.reader_rewrites
+                let passed = {
+                    let m = seg.meta();
+                    m.sealed && m.last_index.is_none_or(|l| index > l)
+                };
+                passed || seg.rewrites() != self.reader_rewrites
             }
             None => true,
         };
         if stale {
-            let seg = self.inner.segment_for(index)?;
-            let rewrites = seg.rewrites();
+            self.reader = None;
+            let mut seg = self.inner.segment_for(index)?;
+            let mut rewrites = seg.rewrites();
             let reader = match seg.reader_at(&self.inner.fs, index).await {
                 Ok(r) => r,
                 // Compaction replaced the segment since we looked it up: once more.
                 Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-                    let seg = self.inner.segment_for(index)?;
+                    seg = self.inner.segment_for(index)?;
+                    rewrites = seg.rewrites();
                     seg.reader_at(&self.inner.fs, index).await?
                 }
                 Err(e) => return Err(e),
@@ -120,25 +125,24 @@ impl<F: Fs> WalIter<F> {
         };
         let end = seg.meta().end_offset;
         reader.set_limit(end);
-        let path = seg.path();
         loop {
             let frame = reader
                 .next_frame()
                 .await
-                .map_err(|stop| stop.into_error(&path, index))?;
+                .map_err(|stop| stop.into_error(&seg.path(), index))?;
             if frame.header.index < index {
                 continue;
             }
             if frame.header.index > index {
-                return Err(Error::corruption(&path, frame.offset, format!("index {index} missing")));
+                return Err(Error::corruption(
+                    seg.path(),
+                    frame.offset,
+                    format!("index {index} missing"),
+                ));
             }
             self.next += 1;
             self.inner.leases().advance(self.lease, self.next);
             return Ok(Some((index, frame.payload)));
         }
     }
-}
-
-fn seg_is_active<F: Fs>(seg: &Segment<F>) -> bool {
-    !seg.meta().sealed
 }
