@@ -30,7 +30,10 @@ fn overrides() -> Overrides {
     }
 }
 
+/// Replays one seed and prints its configuration and trace to the real
+/// stdout (not libtest's capture), so a passing replay shows them too.
 fn replay(seed: u64) {
+    use std::io::Write;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()
@@ -38,22 +41,23 @@ fn replay(seed: u64) {
         .with_target(false)
         .without_time()
         .with_ansi(false)
-        .with_test_writer()
+        .with_writer(std::io::stdout)
         .try_init();
     let ov = overrides();
     let cfg = RunConfig::with_overrides(seed, ov);
-    println!("=== replay of {}", replay_command(seed, &ov));
-    println!("{cfg}");
-    println!("=== trace");
+    let mut out = std::io::stdout();
+    let _ = writeln!(out, "=== replay of {}", replay_command(seed, &ov));
+    let _ = writeln!(out, "{cfg}");
+    let _ = writeln!(out, "=== trace");
     let r = check_seed(seed, ov);
     if !r.fs_trace.is_empty() {
-        println!("=== last SimFs events");
+        let _ = writeln!(out, "=== last SimFs events");
         for e in &r.fs_trace {
-            println!("  {e}");
+            let _ = writeln!(out, "  {e}");
         }
     }
-    println!("=== end: {:?}, trace hash {:016x}", r.end, r.trace_hash);
-    println!("{}", r.coverage);
+    let _ = writeln!(out, "=== end: {:?}, trace hash {:016x}", r.end, r.trace_hash);
+    let _ = writeln!(out, "{}", r.coverage);
     assert!(
         r.passed(),
         "seed {seed} failed:\n  {}\nreplay: {}",
