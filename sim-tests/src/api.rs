@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use simfs::{Fs, SimFs};
-use wal::{Error, Options, RecoveryReport, Result, Wal, WalIter};
+use wal::{CompactionOptions, CompactionPlan, Error, Options, RecoveryReport, Result, Wal, WalIter};
 
 /// Every WAL call the workload makes.
 pub trait LogApi: Send + Sync + 'static {
@@ -39,6 +39,16 @@ pub trait LogApi: Send + Sync + 'static {
     fn segment_names(&self) -> Vec<String>;
     /// [`Wal::recovery_report`].
     fn recovery_report(&self) -> RecoveryReport;
+    /// [`Wal::prune_through`].
+    fn prune_through(&self, k: u64) -> BoxFuture<'_, Result<u64>>;
+    /// [`Wal::truncate_after`].
+    fn truncate_after(&self, k: u64) -> BoxFuture<'_, Result<()>>;
+    /// [`Wal::truncate_from`].
+    fn truncate_from(&self, from: u64) -> BoxFuture<'_, Result<()>>;
+    /// [`Wal::compaction_plan`].
+    fn compaction_plan(&self, opts: CompactionOptions) -> BoxFuture<'_, Result<CompactionPlan>>;
+    /// [`Wal::compact`].
+    fn compact(&self, opts: CompactionOptions) -> BoxFuture<'_, Result<CompactionPlan>>;
 }
 
 /// One step of an iterator: `(index, payload)`, an error, or `None` when caught up.
@@ -135,5 +145,20 @@ impl<F: Fs> LogApi for WalAdapter<F> {
     }
     fn recovery_report(&self) -> RecoveryReport {
         self.wal.recovery_report().clone()
+    }
+    fn prune_through(&self, k: u64) -> BoxFuture<'_, Result<u64>> {
+        Box::pin(self.wal.prune_through(k))
+    }
+    fn truncate_after(&self, k: u64) -> BoxFuture<'_, Result<()>> {
+        Box::pin(self.wal.truncate_after(k))
+    }
+    fn truncate_from(&self, from: u64) -> BoxFuture<'_, Result<()>> {
+        Box::pin(self.wal.truncate_from(from))
+    }
+    fn compaction_plan(&self, opts: CompactionOptions) -> BoxFuture<'_, Result<CompactionPlan>> {
+        Box::pin(self.wal.compaction_plan(opts))
+    }
+    fn compact(&self, opts: CompactionOptions) -> BoxFuture<'_, Result<CompactionPlan>> {
+        Box::pin(self.wal.compact(opts))
     }
 }

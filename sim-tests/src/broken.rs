@@ -11,7 +11,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use futures::future::BoxFuture;
 use simfs::{DirEntry, File, Fs, Metadata, OpenOptions, SimFs};
-use wal::{Error, RecoveryReport, Result};
+use wal::{CompactionOptions, CompactionPlan, Error, RecoveryReport, Result};
 
 use crate::api::{opener_with, real_opener, LogApi, LogIter, Opener};
 
@@ -30,6 +30,10 @@ pub enum FsBug {
     /// `read_dir` hides the oldest sealed segment: recovery silently loses
     /// the head of the log.
     HideOldestSegment,
+    /// The rename that installs a new meta file is dropped (the temporary
+    /// file is removed, Ok returned): prune deletes segments without a
+    /// durable low-water mark, and close leaves no clean-shutdown marker.
+    LoseMetaFile,
 }
 
 /// A bug planted in a wrapper around the real WAL.
@@ -43,6 +47,8 @@ pub enum WalBug {
     DropRecord,
     /// Batches are written in reverse order.
     ReverseBatch,
+    /// `truncate_after`/`truncate_from` return Ok and remove nothing.
+    TruncateNoop,
 }
 
 /// Any planted bug.
@@ -56,7 +62,7 @@ pub enum Bug {
 
 impl Bug {
     /// Every planted bug.
-    pub const ALL: [Bug; 7] = [
+    pub const ALL: [Bug; 9] = [
         Bug::Fs(FsBug::NoFsync),
         Bug::Fs(FsBug::NoDirSync),
         Bug::Fs(FsBug::RetryFailedFsync),
@@ -64,6 +70,8 @@ impl Bug {
         Bug::Wal(WalBug::EarlyAck),
         Bug::Wal(WalBug::DropRecord),
         Bug::Wal(WalBug::ReverseBatch),
+        Bug::Fs(FsBug::LoseMetaFile),
+        Bug::Wal(WalBug::TruncateNoop),
     ];
 
     /// The opener that runs the real WAL with this bug planted.
@@ -127,6 +135,9 @@ impl<F: Fs> Fs for BrokenFs<F> {
         Ok(entries)
     }
     async fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        if self.bug == FsBug::LoseMetaFile && to.file_name().is_some_and(|n| n == "meta") {
+            return self.inner.remove_file(from).await;
+        }
         self.inner.rename(from, to).await
     }
     async fn remove_file(&self, path: &Path) -> io::Result<()> {
@@ -259,5 +270,26 @@ impl LogApi for BrokenWal {
     }
     fn recovery_report(&self) -> RecoveryReport {
         self.inner.recovery_report()
+    }
+    fn prune_through(&self, k: u64) -> BoxFuture<'_, Result<u64>> {
+        self.inner.prune_through(k)
+    }
+    fn truncate_after(&self, k: u64) -> BoxFuture<'_, Result<()>> {
+        if self.bug == WalBug::TruncateNoop {
+            return Box::pin(futures::future::ready(Ok(())));
+        }
+        self.inner.truncate_after(k)
+    }
+    fn truncate_from(&self, from: u64) -> BoxFuture<'_, Result<()>> {
+        if self.bug == WalBug::TruncateNoop {
+            return Box::pin(futures::future::ready(Ok(())));
+        }
+        self.inner.truncate_from(from)
+    }
+    fn compaction_plan(&self, opts: CompactionOptions) -> BoxFuture<'_, Result<CompactionPlan>> {
+        self.inner.compaction_plan(opts)
+    }
+    fn compact(&self, opts: CompactionOptions) -> BoxFuture<'_, Result<CompactionPlan>> {
+        self.inner.compact(opts)
     }
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use simfs::{FaultConfig, SyncFailureProfile};
-use wal::{Options, RecoveryMode, Sleeper, SyncPolicy};
+use wal::{CompactionOptions, Options, RecoveryMode, Sleeper, SyncPolicy};
 
 /// One switchable class of fault or event. The discriminant is its bit in
 /// [`RunConfig::mask`] and in the `SIM_SHRINK` mask.
@@ -119,12 +119,56 @@ pub struct OpMix {
     pub rotate: u32,
     /// `sync()`.
     pub sync: u32,
+    /// `prune_through(k)` racing the writers (k around the log).
+    pub prune: u32,
+    /// `compaction_plan` then `compact` racing the writers.
+    pub compact: u32,
 }
 
 impl OpMix {
     fn total(&self) -> u32 {
-        self.append + self.batch + self.read + self.iter + self.rotate + self.sync
+        self.append + self.batch + self.read + self.iter + self.rotate + self.sync + self.prune + self.compact
     }
+}
+
+/// Weights of the lifecycle operations the control task runs at quiescent
+/// points (writers paused), and how often it runs one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LifecycleMix {
+    /// Per cent of quiescent points followed by lifecycle operations.
+    pub pct: u32,
+    /// `prune_through(k)` (maybe followed by a snapshot install).
+    pub prune: u32,
+    /// `truncate_after(k)` / `truncate_from(i)`, valid and invalid arguments.
+    pub truncate: u32,
+    /// `compaction_plan` (printed) then `compact`.
+    pub compact: u32,
+}
+
+impl LifecycleMix {
+    /// Picks a lifecycle operation by weight.
+    pub fn pick(&self, rng: &mut impl Rng) -> LifecycleOp {
+        let total = (self.prune + self.truncate + self.compact).max(1);
+        let x = rng.random_range(0..total);
+        if x < self.prune {
+            LifecycleOp::Prune
+        } else if x < self.prune + self.truncate {
+            LifecycleOp::Truncate
+        } else {
+            LifecycleOp::Compact
+        }
+    }
+}
+
+/// One lifecycle operation of the control task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LifecycleOp {
+    /// See [`LifecycleMix::prune`].
+    Prune,
+    /// See [`LifecycleMix::truncate`].
+    Truncate,
+    /// See [`LifecycleMix::compact`].
+    Compact,
 }
 
 /// One operation of a writer task.
@@ -142,6 +186,10 @@ pub enum Op {
     Rotate,
     /// See [`OpMix::sync`].
     Sync,
+    /// See [`OpMix::prune`].
+    Prune,
+    /// See [`OpMix::compact`].
+    Compact,
 }
 
 impl OpMix {
@@ -154,6 +202,8 @@ impl OpMix {
             (self.read, Op::Read),
             (self.iter, Op::Iter),
             (self.rotate, Op::Rotate),
+            (self.prune, Op::Prune),
+            (self.compact, Op::Compact),
         ] {
             if x < w {
                 return op;
@@ -272,6 +322,10 @@ pub struct RunConfig {
     pub solo_pct: u32,
     /// Operation mix of the concurrent writers.
     pub mix: OpMix,
+    /// Lifecycle operations of the control task at quiescent points.
+    pub lifecycle: LifecycleMix,
+    /// Compaction limits (relative to the segment size).
+    pub compaction: CompactionOptions,
 }
 
 /// Log-uniform draw in `[lo, hi]`.
@@ -401,6 +455,38 @@ impl RunConfig {
             iter: rng.random_range(0..=3),
             rotate: rng.random_range(0..=2),
             sync: rng.random_range(0..=4),
+            prune: 0,
+            compact: 0,
+        };
+        // Lifecycle (drawn after everything else, so older parameters of a
+        // seed are unchanged).
+        let mut mix = mix;
+        mix.prune = if rng.random_bool(0.5) {
+            rng.random_range(1..=3)
+        } else {
+            0
+        };
+        mix.compact = if rng.random_bool(0.5) {
+            rng.random_range(1..=2)
+        } else {
+            0
+        };
+        let mut lifecycle = LifecycleMix {
+            pct: if rng.random_bool(0.2) {
+                0
+            } else {
+                rng.random_range(15..=70)
+            },
+            prune: rng.random_range(0..=4),
+            truncate: rng.random_range(0..=4),
+            compact: rng.random_range(0..=3),
+        };
+        if lifecycle.prune + lifecycle.truncate + lifecycle.compact == 0 {
+            lifecycle.truncate = 1;
+        }
+        let compaction = CompactionOptions {
+            small_segment_bytes: segment_size_bytes * rng.random_range(1..=3),
+            max_output_bytes: segment_size_bytes * rng.random_range(2..=8),
         };
 
         // Overrides.
@@ -455,6 +541,8 @@ impl RunConfig {
             close_pct,
             solo_pct,
             mix,
+            lifecycle,
+            compaction,
         }
     }
 
@@ -569,6 +657,7 @@ impl fmt::Display for RunConfig {
             self.solo_pct
         )?;
         writeln!(f, "  mix {:?}", self.mix)?;
+        writeln!(f, "  lifecycle {:?}  compaction {:?}", self.lifecycle, self.compaction)?;
         write!(f, "  faults on (mask 0x{:x}):", self.mask)?;
         let fc = &self.faults;
         let probs = [

@@ -47,11 +47,44 @@ pub enum Mark {
     SoloRound,
     /// A disk-full episode ran.
     DiskFullEpisode,
+    /// `prune_through` returned a new first index above the old one.
+    PruneDone,
+    /// A prune emptied the log (`k` at or past the last record).
+    FullPrune,
+    /// `append_at(j)` above the next index started an emptied log at `j`.
+    SnapshotInstall,
+    /// `truncate_after`/`truncate_from` removed records.
+    TruncateDone,
+    /// A truncation cut inside an atomic batch (its kept part became a batch).
+    TruncateInBatch,
+    /// A truncation with an argument outside `[first, next]` was refused.
+    TruncateRefused,
+    /// `compact` merged at least one run of segments.
+    CompactionMerged,
+    /// A reopen after a clean close used the clean-shutdown marker.
+    CleanReopen,
+    /// A crash hit while a prune ran.
+    CrashDuringPrune,
+    /// A crash hit while a truncation ran.
+    CrashDuringTruncate,
+    /// A crash hit while a compaction ran.
+    CrashDuringCompaction,
 }
 
 impl Mark {
     /// The marks every default sweep must reach.
-    pub const REQUIRED: [Mark; 9] = [
+    pub const REQUIRED: [Mark; 20] = [
+        Mark::PruneDone,
+        Mark::FullPrune,
+        Mark::SnapshotInstall,
+        Mark::TruncateDone,
+        Mark::TruncateInBatch,
+        Mark::TruncateRefused,
+        Mark::CompactionMerged,
+        Mark::CleanReopen,
+        Mark::CrashDuringPrune,
+        Mark::CrashDuringTruncate,
+        Mark::CrashDuringCompaction,
         Mark::TornTailCut,
         Mark::RotationFailed,
         Mark::StoppedAfterSyncError,
@@ -85,6 +118,10 @@ pub struct Checks {
     pub idempotence_checks: u64,
     /// Acknowledged records lost under a lying fsync (measured, not a failure).
     pub lost_acked_weak: u64,
+    /// Lifecycle results checked (prune, truncate, compaction).
+    pub lifecycle: u64,
+    /// Reopens after a clean close checked for the clean-shutdown marker.
+    pub clean_reopen_checks: u64,
 }
 
 impl Checks {
@@ -99,6 +136,8 @@ impl Checks {
         self.failstop_checks += o.failstop_checks;
         self.idempotence_checks += o.idempotence_checks;
         self.lost_acked_weak += o.lost_acked_weak;
+        self.lifecycle += o.lifecycle;
+        self.clean_reopen_checks += o.clean_reopen_checks;
     }
 }
 
@@ -182,6 +221,8 @@ impl fmt::Display for Coverage {
         writeln!(f, "  phantom-segment checks   {}", c.phantom_checks)?;
         writeln!(f, "  fail-stop checks         {}", c.failstop_checks)?;
         writeln!(f, "  idempotence checks       {}", c.idempotence_checks)?;
+        writeln!(f, "  lifecycle results        {}", c.lifecycle)?;
+        writeln!(f, "  clean-reopen checks      {}", c.clean_reopen_checks)?;
         write!(f, "  acked lost, lying fsync  {}", c.lost_acked_weak)
     }
 }

@@ -62,8 +62,14 @@ pub struct Attempt {
     pub end: u64,
     /// Its outcome.
     pub outcome: Outcome,
-    /// Found absent after a successful recovery: must never appear again.
-    pub gone: bool,
+    /// Records from this position on were found absent after a successful
+    /// recovery, or removed by a truncation that returned `Ok`: they must
+    /// never appear again (`usize::MAX`: none).
+    pub gone_from: usize,
+    /// A truncation started inside this attempt (Ok or interrupted): its
+    /// records from this position on may be absent while the others stay
+    /// (a batch cut by request is not a torn batch).
+    pub cut: Option<usize>,
 }
 
 /// What one index of a scanned log holds.
@@ -86,6 +92,22 @@ struct Instance {
     unsynced: Vec<usize>,
     /// Tick at which a `Stopped` result was first seen.
     stopped_at: Option<u64>,
+    /// The live log as it must be at the next quiescent point: the log at
+    /// open, plus acknowledged appends, minus pruned and truncated records.
+    model: BTreeMap<u64, Slot>,
+    /// First index of the model.
+    model_first: u64,
+    /// Next index of the model (before `max(model_first)`).
+    model_next: u64,
+    /// Acknowledged indices are never below this (the end at open, lowered
+    /// by truncations).
+    floor: u64,
+    /// The log was emptied by a full prune and nothing was admitted since:
+    /// an `append_at(j)` above the next index may start it at `j`.
+    reseatable: bool,
+    /// The model is exact (false after a lifecycle operation failed in a
+    /// way that leaves memory and disk undetermined until reopen).
+    model_valid: bool,
 }
 
 /// The oracle of one run.
@@ -112,6 +134,18 @@ pub struct Oracle {
     /// Invariant violations found.
     pub violations: Vec<String>,
     hash: u64,
+    /// The first index is never below this (prunes that returned `Ok`, first
+    /// indices seen after recoveries): durable low-water expectation.
+    first_lo: u64,
+    /// The first index is never above this (targets of prunes started,
+    /// snapshot installs attempted, first indices seen).
+    first_hi: u64,
+    /// Prunes running now.
+    prunes_in_flight: u32,
+    /// Tick at which the last prune ended.
+    last_prune_end: u64,
+    /// A prune or a truncation ran in this run.
+    lifecycle_used: bool,
 }
 
 fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
@@ -156,11 +190,20 @@ impl Oracle {
             must: BTreeMap::new(),
             inst: Instance {
                 open_next: cfg.first_index,
+                model_first: cfg.first_index,
+                model_next: cfg.first_index,
+                floor: cfg.first_index,
+                model_valid: true,
                 ..Instance::default()
             },
             cov: Coverage::default(),
             violations: Vec::new(),
             hash: 0xcbf2_9ce4_8422_2325,
+            first_lo: cfg.first_index,
+            first_hi: cfg.first_index,
+            prunes_in_flight: 0,
+            last_prune_end: 0,
+            lifecycle_used: false,
         }
     }
 
@@ -216,6 +259,13 @@ impl Oracle {
         let at_s = at.map(|i| format!(" at {i}")).unwrap_or_default();
         let lens_s: Vec<usize> = records.iter().map(|r| r.1).collect();
         self.event(&format!("w{writer} #{id} {what}{at_s} lens {lens_s:?} start"));
+        if let Some(j) = at {
+            if self.inst.reseatable && j > self.model_next() {
+                // A snapshot install may start the log at `j`, whatever the
+                // outcome (the WAL moves its first index on admission).
+                self.first_hi = self.first_hi.max(j);
+            }
+        }
         self.attempts.push(Attempt {
             writer,
             records,
@@ -224,7 +274,8 @@ impl Oracle {
             start,
             end: u64::MAX,
             outcome: Outcome::Pending,
-            gone: false,
+            gone_from: usize::MAX,
+            cut: None,
         });
         (id, payloads)
     }
@@ -283,27 +334,73 @@ impl Oracle {
                 if too_large {
                     self.violation(format!("#{id}: an oversized record was accepted"));
                 }
+                let model_next = self.model_next();
+                // Only appends at caller-chosen indices run with no other
+                // appender (concurrent acknowledgements arrive out of order).
+                if *first > model_next && self.inst.model_valid && at.is_some() {
+                    // Only an emptied log may jump forward (snapshot install).
+                    if at.is_some() && self.inst.reseatable {
+                        self.cov.mark(Mark::SnapshotInstall);
+                        self.event(&format!("snapshot install: the log now starts at {first}"));
+                        self.inst.model_first = *first;
+                        self.inst.floor = *first;
+                    } else {
+                        self.violation(format!(
+                            "#{id}: acknowledged at {first}, above the next index {model_next}, but the log was not emptied by a prune"
+                        ));
+                    }
+                }
+                self.inst.reseatable = false;
+                let lens: Vec<usize> = self
+                    .attempts
+                    .get(id)
+                    .map(|a| a.records.iter().map(|r| r.1).collect())
+                    .unwrap_or_default();
                 for k in 0..n {
                     let idx = first + k;
-                    if idx < self.inst.open_next {
+                    if idx < self.inst.model_first {
+                        // Pruned before this acknowledgement reached us (a
+                        // full prune drains the queue first).
+                        continue;
+                    }
+                    if idx < self.inst.floor {
                         self.violation(format!(
-                            "#{id}: acknowledged index {idx} is below the log's end at open ({})",
-                            self.inst.open_next
+                            "#{id}: acknowledged index {idx} is below the log's end at open or truncation ({})",
+                            self.inst.floor
                         ));
                     }
                     if let Some(prev) = self.inst.acked.insert(idx, (id, k as usize)) {
                         self.violation(format!("#{id}: index {idx} acknowledged twice (also #{})", prev.0));
                     }
+                    let slot = if lens.get(k as usize).copied().unwrap_or(0) == 0 {
+                        Slot::Empty
+                    } else {
+                        Slot::Rec(id, k as usize)
+                    };
+                    self.inst.model.insert(idx, slot);
                     if self.syncs_every_append {
                         self.must.insert(idx, (id, k as usize));
                     }
                 }
+                self.inst.model_next = self.inst.model_next.max(first + n);
                 if !self.syncs_every_append {
                     self.inst.unsynced.push(id);
                 }
                 Outcome::Acked(*first)
             }
             Err(Error::AppendFailed { .. }) => {
+                if let Some(j) = at {
+                    if self.inst.reseatable && self.inst.model_valid && j > self.model_next() {
+                        // The WAL moves an emptied log to `j` on admission and
+                        // keeps it there when the write fails (memory only: a
+                        // reopen starts at the low-water mark again).
+                        self.event(&format!("failed snapshot install: the live log now starts at {j}"));
+                        self.inst.model_first = j;
+                        self.inst.model_next = j;
+                        self.inst.floor = j;
+                    }
+                }
+                self.inst.reseatable = false;
                 let full = result.as_ref().err().is_some_and(Error::is_storage_full);
                 self.cov.mark(if full {
                     Mark::EnospcCutBack
@@ -365,9 +462,13 @@ impl Oracle {
 
     fn make_durable(&mut self, id: usize) {
         if let Some(Outcome::Acked(first)) = self.attempts.get(id).map(|a| a.outcome) {
-            let n = self.attempts.get(id).map_or(0, |a| a.records.len());
-            for k in 0..n {
-                self.must.insert(first + k as u64, (id, k));
+            let (n, cut) = self.attempts.get(id).map_or((0, None), |a| (a.records.len(), a.cut));
+            for k in 0..n.min(cut.unwrap_or(usize::MAX)) {
+                let idx = first + k as u64;
+                // Pruned or truncated records are not in the log any more.
+                if idx >= self.inst.model_first && self.inst.acked.get(&idx) == Some(&(id, k)) {
+                    self.must.insert(idx, (id, k));
+                }
             }
         }
     }
@@ -426,17 +527,18 @@ impl Oracle {
             }
             Err(e) => {
                 self.event(&format!("read {index} -> Err({e})"));
-                self.check_read_error(e, index, first, next)
+                self.check_read_error(start, e, index, first, next)
             }
         }
     }
 
     /// Checks an error of a read or an iterator step.
-    pub fn check_read_error(&mut self, e: &Error, index: u64, first: u64, next: u64) {
+    pub fn check_read_error(&mut self, start: u64, e: &Error, index: u64, first: u64, next: u64) {
         match e {
             Error::Stopped { .. } => {}
+            Error::IteratorExpired { .. } if self.lifecycle_used => {}
             Error::OutOfRange { .. } => {
-                if index >= first && index < next {
+                if index >= first && index < next && !self.racing_prune(start) {
                     self.violation(format!(
                         "read {index}: OutOfRange though [{first}, {next}) was readable"
                     ));
@@ -515,8 +617,17 @@ impl Oracle {
     pub fn check_scan(&mut self, first: u64, next: u64, entries: &[(u64, Vec<u8>)]) -> Option<Vec<Slot>> {
         self.cov.checks.scans += 1;
         let before = self.violations.len();
-        if first != self.first_index {
-            self.violation(format!("first index {first}, expected {}", self.first_index));
+        if first > self.first_hi {
+            self.violation(format!(
+                "first index {first} is above every prune target and snapshot index ({}; configured first {})",
+                self.first_hi, self.first_index
+            ));
+        }
+        if first < self.first_lo && !self.weak {
+            self.violation(format!(
+                "first index {first} moved backwards: a prune returned Ok or a recovery saw first index {}",
+                self.first_lo
+            ));
         }
         if next < first || entries.len() as u64 != next - first {
             self.violation(format!(
@@ -541,9 +652,10 @@ impl Oracle {
                         if !seen.insert((id, k)) {
                             self.violation(format!("index {idx}: record #{id}[{k}] appears twice"));
                         }
-                        if self.attempts.get(id).is_some_and(|a| a.gone) {
+                        let gone = self.attempts.get(id).is_some_and(|a| k >= a.gone_from);
+                        if gone && !(self.weak && self.lifecycle_used) {
                             self.violation(format!(
-                                "index {idx}: record #{id}[{k}] resurrected (it was absent after an earlier recovery)"
+                                "index {idx}: record #{id}[{k}] resurrected (absent after an earlier recovery, or removed by a truncation that returned Ok)"
                             ));
                         }
                     }
@@ -568,11 +680,26 @@ impl Oracle {
             }
         }
         for (&id, &base) in &bases {
-            let n = self.attempts.get(id).map_or(0, |a| a.records.len());
-            for k in 0..n {
+            let (n, cut) = self.attempts.get(id).map_or((0, None), |a| (a.records.len(), a.cut));
+            // A truncation (Ok or interrupted) may have cut an attempt at any
+            // point from its cut on: the records present must then form a
+            // prefix. Records below the first index were pruned.
+            let last_present = (0..n).rev().find(|&k| {
                 let idx = base.wrapping_add(k as u64);
-                let ok = idx >= first
+                idx >= first
                     && idx < first + slots.len() as u64
+                    && matches!(slots[(idx - first) as usize], Slot::Rec(i, j) if (i, j) == (id, k))
+            });
+            let upto = match cut {
+                Some(c) => c.max(last_present.map_or(0, |k| k + 1)),
+                None => n,
+            };
+            for k in 0..upto.min(n) {
+                let idx = base.wrapping_add(k as u64);
+                if idx < first {
+                    continue;
+                }
+                let ok = idx < first + slots.len() as u64
                     && match slots[(idx - first) as usize] {
                         Slot::Rec(i, j) => (i, j) == (id, k),
                         Slot::Empty => self.len_of(id, k) == Some(0),
@@ -605,35 +732,306 @@ impl Oracle {
     }
 
     /// Live check at a quiescent point (no crash since open): the log must be
-    /// exactly what was there at open plus what this instance acknowledged.
+    /// exactly the model: what was there at open plus what this instance
+    /// acknowledged, minus what prunes and truncations removed.
     pub fn check_live(&mut self, first: u64, next: u64, slots: &[Slot]) {
-        let open_len = self.inst.open_slots.len();
-        if slots.len() < open_len || slots[..open_len] != self.inst.open_slots[..] {
-            self.violation("live log differs from the log at open".into());
+        if !self.inst.model_valid {
             return;
         }
-        let want = self.inst.open_next + self.inst.acked.len() as u64;
-        if next != want {
+        let want_first = self.inst.model_first;
+        let want_next = self.model_next();
+        if first != want_first || next != want_next {
             self.violation(format!(
-                "live log ends at {next}, but {} records were there at open (next {}) and {} acknowledged since",
-                open_len,
+                "live log is [{first}, {next}), but the model (log at open: {} records to {}, {} acknowledged since, prunes and truncations) is [{want_first}, {want_next})",
+                self.inst.open_slots.len(),
                 self.inst.open_next,
                 self.inst.acked.len()
             ));
             return;
         }
-        let acked: Vec<(u64, (usize, usize))> = self.inst.acked.iter().map(|(a, b)| (*a, *b)).collect();
-        for (idx, (id, k)) in acked {
-            let s = slots.get((idx - first) as usize).copied();
-            let ok = match s {
-                Some(Slot::Rec(i, j)) => (i, j) == (id, k),
-                Some(Slot::Empty) => self.len_of(id, k) == Some(0),
-                None => false,
-            };
+        for (j, s) in slots.iter().enumerate() {
+            let idx = first + j as u64;
+            let want = self.inst.model.get(&idx).copied();
+            if want != Some(*s) {
+                self.violation(format!("live log: index {idx} holds {s:?}, the model says {want:?}"));
+                return;
+            }
+        }
+    }
+
+    /// The next index of the model.
+    pub fn model_next(&self) -> u64 {
+        self.inst.model_next.max(self.inst.model_first)
+    }
+
+    /// `[first, next)` of the model.
+    pub fn model_range(&self) -> (u64, u64) {
+        (self.inst.model_first, self.model_next())
+    }
+
+    /// Whether a full prune emptied the log and nothing was admitted since.
+    pub fn reseatable(&self) -> bool {
+        self.inst.reseatable && self.inst.model_valid
+    }
+
+    /// Whether the model is exact.
+    pub fn model_valid(&self) -> bool {
+        self.inst.model_valid
+    }
+
+    /// Whether a prune ran concurrently with an operation started at tick
+    /// `start` (0: any prune at all in this run).
+    pub fn racing_prune(&self, start: u64) -> bool {
+        self.prunes_in_flight > 0 || self.last_prune_end > start
+    }
+
+    /// A prune through `k` starts (`first` is the first index before it).
+    pub fn begin_prune(&mut self, who: &str, k: u64, first: u64) -> u64 {
+        let start = self.now();
+        self.lifecycle_used = true;
+        self.prunes_in_flight += 1;
+        if k >= first {
+            self.first_hi = self.first_hi.max(k.saturating_add(1));
+        }
+        self.event(&format!("{who} prune_through({k}) start (first {first})"));
+        start
+    }
+
+    /// Records the result of `prune_through(k)` started at `start` when the
+    /// first index was `first`.
+    pub fn finish_prune(&mut self, who: &str, start: u64, k: u64, first: u64, result: &wal::Result<u64>) {
+        let t = self.now();
+        self.cov.checks.ops += 1;
+        self.cov.checks.lifecycle += 1;
+        self.prunes_in_flight = self.prunes_in_flight.saturating_sub(1);
+        self.last_prune_end = t;
+        self.event(&format!("{who} prune_through({k}) -> {result:?}").replace('\n', " "));
+        self.failstop(start, result.as_ref().map(|_| ()), "prune_through");
+        match result {
+            Ok(nf) => {
+                let nf = *nf;
+                if nf < first {
+                    self.violation(format!(
+                        "prune_through({k}) returned {nf}, below the first index {first}"
+                    ));
+                }
+                // Above k + 1 only if another prune raised the first index
+                // meanwhile (prunes are serialized; `first` was read before).
+                if nf > first.max(k.saturating_add(1)) && nf > self.first_hi {
+                    self.violation(format!(
+                        "prune_through({k}) returned {nf}, beyond k + 1 and every prune target ({})",
+                        self.first_hi
+                    ));
+                }
+                if nf > first {
+                    self.cov.mark(Mark::PruneDone);
+                }
+                if !self.weak {
+                    self.first_lo = self.first_lo.max(nf);
+                }
+                self.apply_prune(nf);
+                let full = k >= first && nf == k.saturating_add(1) && self.model_next() <= nf;
+                if full {
+                    self.cov.mark(Mark::FullPrune);
+                    if self.inst.model_valid {
+                        self.inst.model_next = nf;
+                        self.inst.reseatable = true;
+                    }
+                }
+            }
+            Err(e) if e.is_stopped() => {}
+            // The meta write failed before anything changed.
+            Err(Error::Io { .. }) => {}
+            Err(e) => self.violation(format!("prune_through({k}) returned {e}")),
+        }
+    }
+
+    /// Everything below `nf` is gone for good.
+    fn apply_prune(&mut self, nf: u64) {
+        self.inst.model_first = self.inst.model_first.max(nf);
+        self.inst.model = self.inst.model.split_off(&nf);
+        self.inst.acked = self.inst.acked.split_off(&nf);
+        self.must = self.must.split_off(&nf);
+        self.inst.floor = self.inst.floor.max(nf);
+    }
+
+    /// The control task starts a truncation of everything at or above `from`.
+    pub fn begin_truncate(&mut self, what: &str) -> u64 {
+        let start = self.now();
+        self.lifecycle_used = true;
+        self.event(&format!(
+            "ctl {what} start (model [{}, {}))",
+            self.inst.model_first,
+            self.model_next()
+        ));
+        start
+    }
+
+    /// Records from `from` on may be gone (a truncation started that may
+    /// have removed them): no longer required, and a batch cut there is
+    /// not a torn batch.
+    fn truncation_may_cut(&mut self, from: u64) {
+        self.must = {
+            let mut m = std::mem::take(&mut self.must);
+            drop(m.split_off(&from));
+            m
+        };
+        let cut: Vec<(usize, usize)> = self
+            .inst
+            .acked
+            .range(from..)
+            .map(|(_, r)| *r)
+            .chain(self.inst.model.range(from..).filter_map(|(_, s)| match s {
+                Slot::Rec(id, k) => Some((*id, *k)),
+                Slot::Empty => None,
+            }))
+            .collect();
+        // The attempt holding `from - 1` may continue at `from` (its tail
+        // may be empty records, which carry no identity in the model).
+        let below = self.inst.model.range(..from).rev().take(64).find_map(|(i, s)| match s {
+            Slot::Rec(id, k) => Some((*i, *id, *k)),
+            Slot::Empty => None,
+        });
+        let mut cut = cut;
+        if let Some((idx, id, k)) = below {
+            let n = self.attempts.get(id).map_or(0, |a| a.records.len()) as u64;
+            let base = idx - k as u64;
+            if base + n > from {
+                cut.push((id, (from - base) as usize));
+            }
+        }
+        for (id, k) in cut {
+            if let Some(a) = self.attempts.get_mut(id) {
+                a.cut = Some(a.cut.map_or(k, |c| c.min(k)));
+            }
+        }
+    }
+
+    /// Records the result of a truncation of everything at or above `from`
+    /// (the control task runs it with the writers paused, so the model is
+    /// exact). `crashed`: the task was aborted by a crash mid-way.
+    pub fn finish_truncate(&mut self, start: u64, from: u64, what: &str, result: Option<&wal::Result<()>>) {
+        self.now();
+        self.cov.checks.ops += 1;
+        self.cov.checks.lifecycle += 1;
+        let (first, next) = self.model_range();
+        let valid = from >= first && from <= next;
+        let Some(result) = result else {
+            // Interrupted by a crash.
+            self.event(&format!("ctl {what} interrupted by the crash"));
+            if valid {
+                self.truncation_may_cut(from);
+            }
+            return;
+        };
+        self.event(&format!("ctl {what} -> {result:?}").replace('\n', " "));
+        self.failstop(start, result.as_ref().map(|_| ()), "truncate");
+        match result {
+            Ok(()) => {
+                if !valid && self.inst.model_valid {
+                    self.violation(format!("{what}: Ok for an argument outside the log [{first}, {next}]"));
+                    return;
+                }
+                if from < next {
+                    self.cov.mark(Mark::TruncateDone);
+                    if let Some(&(_, k)) = self.inst.acked.get(&from) {
+                        if k > 0 {
+                            self.cov.mark(Mark::TruncateInBatch);
+                        }
+                    } else if let Some(Slot::Rec(_, k)) = self.inst.model.get(&from) {
+                        if *k > 0 {
+                            self.cov.mark(Mark::TruncateInBatch);
+                        }
+                    }
+                }
+                // Records removed by an Ok truncation never come back.
+                let removed: Vec<(usize, usize)> = self
+                    .inst
+                    .model
+                    .range(from..)
+                    .filter_map(|(_, s)| match s {
+                        Slot::Rec(id, k) => Some((*id, *k)),
+                        Slot::Empty => None,
+                    })
+                    .collect();
+                self.truncation_may_cut(from);
+                for (id, k) in removed {
+                    if let Some(a) = self.attempts.get_mut(id) {
+                        a.gone_from = a.gone_from.min(k);
+                    }
+                }
+                drop(self.inst.model.split_off(&from));
+                drop(self.inst.acked.split_off(&from));
+                self.inst.model_next = from;
+                self.inst.floor = from;
+                self.inst.reseatable = false;
+            }
+            Err(Error::OutOfRange { .. }) => {
+                self.cov.mark(Mark::TruncateRefused);
+                if valid && self.inst.model_valid {
+                    self.violation(format!("{what}: OutOfRange though the log is [{first}, {next})"));
+                }
+            }
+            Err(e) if e.is_stopped() => {
+                if valid {
+                    self.truncation_may_cut(from);
+                }
+                self.inst.model_valid = false;
+            }
+            Err(e) => {
+                self.violation(format!("{what} returned {e}"));
+                self.inst.model_valid = false;
+            }
+        }
+    }
+
+    /// Records a compaction plan (dry run) and the result of `compact`.
+    pub fn finish_compact(
+        &mut self,
+        who: &str,
+        start: u64,
+        plan: &wal::Result<wal::CompactionPlan>,
+        result: &wal::Result<wal::CompactionPlan>,
+    ) {
+        self.now();
+        self.cov.checks.ops += 1;
+        self.cov.checks.lifecycle += 1;
+        match plan {
+            Ok(p) => self.event(&format!(
+                "{who} compaction_plan: {}",
+                p.to_string().trim_end().replace('\n', " | ")
+            )),
+            Err(e) => self.event(&format!("{who} compaction_plan -> Err({e})")),
+        }
+        self.failstop(start, plan.as_ref().map(|_| ()), "compaction_plan");
+        match result {
+            Ok(p) => {
+                self.event(&format!("{who} compact -> Ok({} runs)", p.runs.len()));
+                for run in &p.runs {
+                    let adjacent = run.inputs.len() >= 2
+                        && run.inputs.first().map(|s| s.first_index) == Some(run.first_index)
+                        && run.inputs.last().and_then(|s| s.last_index) == Some(run.last_index)
+                        && run
+                            .inputs
+                            .windows(2)
+                            .all(|w| w[0].last_index.map(|l| l + 1) == Some(w[1].first_index));
+                    if !adjacent {
+                        self.violation(format!("compaction run {run:?} is not a union of adjacent segments"));
+                    }
+                }
+                if !p.runs.is_empty() {
+                    self.cov.mark(Mark::CompactionMerged);
+                }
+            }
+            Err(e) => self.event(&format!("{who} compact -> Err({e})").replace('\n', " ")),
+        }
+        self.failstop(start, result.as_ref().map(|_| ()), "compact");
+        if let Err(e) = result {
+            let ok = e.is_stopped()
+                || matches!(e, Error::Io { .. })
+                || (matches!(e, Error::Corruption { .. }) && (self.media_damage || self.weak));
             if !ok {
-                self.violation(format!(
-                    "live log: acknowledged #{id}[{k}] not at index {idx} (found {s:?})"
-                ));
+                self.violation(format!("compact returned {e}"));
             }
         }
     }
@@ -644,6 +1042,8 @@ impl Oracle {
     pub fn crashed(&mut self, kind: CrashKind, wal_stopped: bool) -> BTreeMap<u64, (usize, usize)> {
         let t = self.now();
         self.event(&format!("CRASH {kind:?} (wal stopped: {wal_stopped})"));
+        self.prunes_in_flight = 0;
+        self.last_prune_end = t;
         for a in &mut self.attempts {
             if a.outcome == Outcome::Pending {
                 a.outcome = Outcome::Unknown;
@@ -651,7 +1051,11 @@ impl Oracle {
             }
         }
         if kind == CrashKind::Process && !wal_stopped && self.inst.stopped_at.is_none() {
-            self.inst.acked.clone()
+            self.inst
+                .acked
+                .range(self.inst.model_first..)
+                .map(|(i, r)| (*i, *r))
+                .collect()
         } else {
             BTreeMap::new()
         }
@@ -691,6 +1095,12 @@ impl Oracle {
                 .map(|(i, r)| (*i, *r, false)),
         );
         for (idx, (id, k), durable) in required {
+            if idx < first {
+                // Pruned (the first index itself is checked against the
+                // prune targets by `check_scan`).
+                self.must.remove(&idx);
+                continue;
+            }
             self.cov.checks.durable_records += 1;
             let present = match slot_at(idx) {
                 Some(Slot::Rec(i, j)) => (i, j) == (id, k),
@@ -725,22 +1135,36 @@ impl Oracle {
             self.must.remove(&idx);
         }
         // What is absent now must never come back.
-        let present: BTreeSet<usize> = slots
-            .iter()
-            .filter_map(|s| match s {
-                Slot::Rec(id, _) => Some(*id),
-                Slot::Empty => None,
-            })
-            .collect();
+        let mut present: BTreeMap<usize, usize> = BTreeMap::new();
+        for s in slots {
+            if let Slot::Rec(id, k) = s {
+                let e = present.entry(*id).or_insert(0);
+                *e = (*e).max(k + 1);
+            }
+        }
         for (id, a) in self.attempts.iter_mut().enumerate() {
             let in_play = matches!(a.outcome, Outcome::Unknown | Outcome::Acked(_));
             let identifiable = a.records.iter().any(|r| r.1 > 0);
-            if in_play && identifiable && !present.contains(&id) {
-                a.gone = true;
+            // An interrupted truncation that did not happen cuts nothing:
+            // the cut is what this recovery shows.
+            if let (Some(_), Some(&n)) = (a.cut, present.get(&id)) {
+                a.cut = (n < a.records.len()).then_some(n);
+            }
+            match present.get(&id) {
+                None if in_play && identifiable => a.gone_from = 0,
+                // A batch cut by a truncation: its tail is gone.
+                Some(&n) if a.cut.is_some() && a.records[n..].iter().any(|r| r.1 > 0) => {
+                    a.gone_from = a.gone_from.min(n)
+                }
+                _ => {}
             }
         }
+        if !self.weak {
+            self.first_lo = self.first_lo.max(first);
+        }
+        self.first_hi = first.max(self.first_lo);
         // Acknowledged records seen now were synced by recovery: they must stay.
-        self.must.retain(|i, _| *i < next);
+        self.must.retain(|i, _| *i < next && *i >= first);
         if !self.weak {
             for (j, s) in slots.iter().enumerate() {
                 if let Slot::Rec(id, k) = *s {
@@ -753,6 +1177,11 @@ impl Oracle {
         self.inst = Instance {
             open_next: next,
             open_slots: slots.to_vec(),
+            model: slots.iter().enumerate().map(|(j, s)| (first + j as u64, *s)).collect(),
+            model_first: first,
+            model_next: next,
+            floor: next,
+            model_valid: true,
             ..Instance::default()
         };
         self.event(&format!("recovered [{first}, {next}) report {report:?}"));

@@ -14,7 +14,7 @@ use simfs::{CrashKind, FaultConfig, FaultKind, SimFs, SyncFailureProfile};
 use wal::{Error, RecoveryMode};
 
 use crate::api::{real_opener, LogApi, Opener};
-use crate::config::{FaultClass, Overrides, RunConfig, SyncKind};
+use crate::config::{FaultClass, LifecycleOp, Overrides, RunConfig, SyncKind};
 use crate::coverage::{Coverage, Mark};
 use crate::oracle::{Oracle, Slot};
 use crate::workload::{self, Ctx};
@@ -156,6 +156,13 @@ struct Sim {
     sync_fails_at_open: u64,
     /// Slots of the last clean scan of the live log.
     last_slots: Vec<Slot>,
+    /// First index of that scan.
+    last_first: u64,
+    /// Reads of segment data (anything but a 64-byte read at offset 0)
+    /// during the last successful `Wal::open`.
+    open_data_reads: usize,
+    /// `(start tick, from)` of the control task's truncation in flight.
+    pending_truncate: Option<(u64, u64)>,
     /// Crashes injected while `Wal::open` ran.
     open_crashes: u64,
     /// SimFs trace position at the last open.
@@ -182,6 +189,9 @@ async fn simulate(cfg: RunConfig, opener: Opener) -> (Oracle, u64, RunEnd, Vec<S
         end: None,
         sync_fails_at_open: 0,
         last_slots: Vec::new(),
+        last_first: cfg.first_index,
+        open_data_reads: 0,
+        pending_truncate: None,
         open_crashes: 0,
         open_seq: 0,
     };
@@ -281,6 +291,7 @@ impl Sim {
         for _ in 0..60 {
             let mut opts = cfg.options(RunConfig::madsim_sleeper());
             opts.recovery_mode = mode;
+            let seq_before = self.ctx.fs.trace().last().map_or(0, |e| e.seq + 1);
             let fut = (self.opener)(self.ctx.fs.clone(), self.ctx.dir.clone(), opts);
             let crash_it = !heal && cfg.on(FaultClass::CrashDuringOpen) && self.pct(cfg.crash_open_pct);
             let res = if crash_it {
@@ -352,6 +363,13 @@ impl Sim {
                 }
             };
             let report = wal.recovery_report();
+            self.open_data_reads = self
+                .ctx
+                .fs
+                .trace()
+                .iter()
+                .filter(|e| e.seq >= seq_before && e.op == "read" && !(e.offset == 0 && e.len == 64))
+                .count();
             let Some((first, next, entries)) = self.scan(&wal).await else {
                 return Reopened::Ended;
             };
@@ -372,6 +390,7 @@ impl Sim {
             self.sync_fails_at_open = self.ctx.fs.counters().get(FaultKind::SyncFail);
             self.open_seq = self.ctx.fs.trace().last().map_or(0, |e| e.seq + 1);
             self.last_slots = slots.clone();
+            self.last_first = first;
             self.wal = Some(wal);
             return Reopened::Open(slots);
         }
@@ -579,6 +598,14 @@ impl Sim {
         };
         self.last_slots = slots.clone();
         self.check_segments(&wal).await;
+        let (slots, wal) = if self.pct(cfg.lifecycle.pct) {
+            match self.lifecycle(wal).await {
+                Some(r) => r,
+                None => return,
+            }
+        } else {
+            (slots, wal)
+        };
         if self.pct(cfg.close_pct) {
             let start = self.ctx.oracle().now();
             self.wal = None;
@@ -590,7 +617,31 @@ impl Sim {
                 self.ctx.oracle().crashed(CrashKind::PowerLoss, false);
                 self.ctx.fs.crash(CrashKind::PowerLoss);
             }
+            let crashes = self.open_crashes;
             if let Reopened::Open(after) = self.reopen(BTreeMap::new(), false).await {
+                let clean = self.wal.as_ref().is_some_and(|w| w.recovery_report().clean_reopen);
+                if clean {
+                    self.ctx.oracle().cov.mark(Mark::CleanReopen);
+                }
+                // A clean close, no crash in between: the marker is used and
+                // open reads no record data.
+                // (Write faults excepted: a cut-back that could not shrink
+                // the file leaves a marker that does not match, and open
+                // falls back to a scan, which is safe; see SIMULATION.md.)
+                let write_faults =
+                    cfg.on(FaultClass::EnospcWrite) || cfg.on(FaultClass::EioWrite) || cfg.on(FaultClass::DiskFull);
+                if ok && !power && self.open_crashes == crashes && !write_faults {
+                    let reads = self.open_data_reads;
+                    let mut o = self.ctx.oracle();
+                    o.cov.checks.clean_reopen_checks += 1;
+                    if !clean {
+                        o.violation(
+                            "reopen after a clean close (no crash) did not use the clean-shutdown marker".into(),
+                        );
+                    } else if reads > 0 && !cfg.on(FaultClass::ShortRead) {
+                        o.violation(format!("a clean reopen read segment data ({reads} reads)"));
+                    }
+                }
                 // A clean close made everything durable: the log is the same.
                 let exact = ok && !cfg.weak() && !cfg.media_damage();
                 if exact && after != slots {
@@ -662,6 +713,158 @@ impl Sim {
         if names != on_disk {
             o.violation(format!("segment list {names:?} differs from the directory {on_disk:?}"));
         }
+    }
+
+    /// Lifecycle operations from the control task, writers paused: prune
+    /// (maybe then a snapshot install), truncation (valid and invalid
+    /// arguments), compaction; maybe crashed mid-operation or right after.
+    /// Returns the slots of the checked live log, or `None` if the WAL was
+    /// reopened (crash or stop) or the run ended.
+    async fn lifecycle(&mut self, wal: Arc<dyn LogApi>) -> Option<(Vec<Slot>, Arc<dyn LogApi>)> {
+        let cfg = self.ctx.cfg.clone();
+        let ops = self.rng.random_range(1..=3);
+        let mut slots = self.last_slots.clone();
+        for _ in 0..ops {
+            let op = cfg.lifecycle.pick(&mut self.rng);
+            let crash_mid = cfg.crashes() && self.pct(cfg.crash_pct);
+            let op_rng = ChaCha8Rng::seed_from_u64(self.rng.next_u64());
+            let ctx = self.ctx.clone();
+            let w = wal.clone();
+            let (first, next) = (wal.first_index(), wal.next_index());
+            let (mark, task): (Mark, madsim::task::JoinHandle<()>) = match op {
+                LifecycleOp::Prune => {
+                    let mut rng = op_rng;
+                    let k = workload::prune_point(&mut rng, first, next);
+                    let start = ctx.oracle().begin_prune("ctl", k, first);
+                    (
+                        Mark::CrashDuringPrune,
+                        madsim::task::spawn(async move {
+                            let r = w.prune_through(k).await;
+                            ctx.oracle().finish_prune("ctl", start, k, first, &r);
+                        }),
+                    )
+                }
+                LifecycleOp::Truncate => {
+                    if !ctx.oracle().model_valid() {
+                        continue;
+                    }
+                    let (mf, mn) = ctx.oracle().model_range();
+                    let mut rng = op_rng;
+                    let (after, arg) = match rng.random_range(0..20) {
+                        // Invalid: past the end, or below the first index.
+                        0..=1 => (false, mn.saturating_add(rng.random_range(1..=5))),
+                        2 if mf > 0 => (false, mf - 1),
+                        3 => (true, mn),
+                        4..=11 if mn > mf || mf > 0 => (true, rng.random_range(mf.max(1)..=mn.max(1)) - 1),
+                        _ => (false, rng.random_range(mf..=mn)),
+                    };
+                    let from = if after { arg.saturating_add(1) } else { arg };
+                    let what = if after {
+                        format!("truncate_after({arg})")
+                    } else {
+                        format!("truncate_from({arg})")
+                    };
+                    let start = ctx.oracle().begin_truncate(&what);
+                    // Remembered for an interrupted truncation below.
+                    self.pending_truncate = Some((start, from));
+                    (
+                        Mark::CrashDuringTruncate,
+                        madsim::task::spawn(async move {
+                            let r = if after {
+                                w.truncate_after(arg).await
+                            } else {
+                                w.truncate_from(arg).await
+                            };
+                            ctx.oracle().finish_truncate(start, from, &what, Some(&r));
+                        }),
+                    )
+                }
+                LifecycleOp::Compact => (
+                    Mark::CrashDuringCompaction,
+                    madsim::task::spawn(async move {
+                        let opts = ctx.cfg.compaction;
+                        let start = ctx.oracle().now();
+                        let plan = w.compaction_plan(opts).await;
+                        let r = w.compact(opts).await;
+                        ctx.oracle().finish_compact("ctl", start, &plan, &r);
+                    }),
+                ),
+            };
+            if crash_mid {
+                let wait = self.rng.random_range(0..=cfg.latency_us.1 * 8);
+                madsim::time::sleep(Duration::from_micros(wait)).await;
+                let finished = task.is_finished();
+                task.abort();
+                let _ = task.await;
+                if !finished {
+                    if let (LifecycleOp::Truncate, Some((start, from))) = (op, self.pending_truncate) {
+                        self.ctx.oracle().finish_truncate(start, from, "truncation", None);
+                    }
+                    self.ctx.oracle().cov.mark(mark);
+                }
+                self.pending_truncate = None;
+                self.crash_and_reopen(wal).await;
+                return None;
+            }
+            self.pending_truncate = None;
+            if let Err(e) = task.await {
+                self.ctx.oracle().violation(format!("a lifecycle task failed: {e}"));
+                return None;
+            }
+            if self.failed() {
+                return None;
+            }
+            // Snapshot install after a prune emptied the log.
+            if op == LifecycleOp::Prune && self.ctx.oracle().reseatable() && self.pct(60) {
+                let at = wal.next_index().saturating_add(self.rng.random_range(1..=100));
+                let len = workload::record_len(&cfg, &mut self.rng, false);
+                let (id, mut p) = self.ctx.oracle().begin_append(cfg.writers + 2, &[len], false, Some(at));
+                let r = wal.append_at(at, p.pop().unwrap_or_default()).await;
+                self.ctx.oracle().finish_append(id, &r);
+            }
+            if let Some(cause) = wal.stopped() {
+                self.ctx.oracle().note_stopped(&cause);
+                let start = self.ctx.oracle().now();
+                self.wal = None;
+                let r = wal.close().await;
+                self.ctx.oracle().finish_close(start, &r);
+                self.reopen(BTreeMap::new(), false).await;
+                return None;
+            }
+            let (f, n, entries) = self.scan(&wal).await?;
+            {
+                let mut o = self.ctx.oracle();
+                slots = o.check_scan(f, n, &entries)?;
+                o.check_live(f, n, &slots);
+            }
+            self.last_slots = slots.clone();
+            self.last_first = f;
+            self.check_segments(&wal).await;
+            if self.failed() {
+                return None;
+            }
+            // A crash right after: what the operation promised must hold.
+            if cfg.crashes() && self.pct(cfg.crash_pct / 2) {
+                self.crash_and_reopen(wal).await;
+                return None;
+            }
+        }
+        Some((slots, wal))
+    }
+
+    /// Crashes now (no task runs) and reopens.
+    async fn crash_and_reopen(&mut self, wal: Arc<dyn LogApi>) {
+        let kind = self.crash_kind();
+        let stopped = wal.stopped().is_some();
+        let mut extra = self.ctx.oracle().crashed(kind, stopped);
+        self.ctx.fs.crash(kind);
+        self.ctx.fs.set_capacity(None);
+        self.wal = None;
+        drop(wal);
+        if kind == CrashKind::PowerLoss {
+            extra.clear();
+        }
+        self.reopen(extra, false).await;
     }
 
     /// Idempotent recovery: crash (process) and recover, then crash and
@@ -778,7 +981,7 @@ impl Sim {
         };
         {
             let mut o = self.ctx.oracle();
-            let first = cfg.first_index;
+            let first = self.last_first;
             for id in heal_ids {
                 let (first_idx, n) = match o.attempts.get(id) {
                     Some(a) => match a.outcome {

@@ -88,8 +88,68 @@ pub async fn writer(ctx: Arc<Ctx>, wal: Arc<dyn LogApi>, w: u16, ops: u32, mut r
                 let r = wal.sync().await;
                 ctx.oracle().finish_sync(start, &r);
             }
+            Op::Prune => {
+                let _ = prune(&ctx, &wal, &format!("w{w}"), &mut rng, true).await;
+            }
+            Op::Compact => compact(&ctx, &wal, &format!("w{w}")).await,
         }
     }
+}
+
+/// Draws a prune point around the log `[first, next)`: below the first
+/// index, inside, at the last record, or past it (snapshot install).
+pub fn prune_point(rng: &mut ChaCha8Rng, first: u64, next: u64) -> u64 {
+    match rng.random_range(0..20) {
+        0..=2 if first > 0 => rng.random_range(first.saturating_sub(20)..first),
+        0..=10 if next > first => rng.random_range(first..next),
+        11..=14 => next.saturating_sub(1),
+        _ => next.saturating_add(rng.random_range(0..50)),
+    }
+}
+
+/// Whether writers may prune through the end of the log while others
+/// append (`SIM_RACING_FULL_PRUNE=1`). Off by default: a full prune racing
+/// appends hands one index to two appends (a WAL bug, see
+/// `docs/SIMULATION.md`, "Known WAL bugs").
+pub fn racing_full_prune() -> bool {
+    std::env::var("SIM_RACING_FULL_PRUNE").is_ok_and(|v| v == "1")
+}
+
+/// `prune_through(k)` with `k` drawn around the log; the result goes to the
+/// oracle. `racing`: other tasks append meanwhile.
+pub async fn prune(
+    ctx: &Ctx,
+    wal: &Arc<dyn LogApi>,
+    who: &str,
+    rng: &mut ChaCha8Rng,
+    racing: bool,
+) -> wal::Result<u64> {
+    let (first, next) = (wal.first_index(), wal.next_index());
+    let mut k = prune_point(rng, first, next);
+    if racing && !racing_full_prune() && next > first && k.saturating_add(1) >= next {
+        // Stay below the last record: a partial prune (sealed segments only).
+        k = next.saturating_sub(2).max(first);
+        if k.saturating_add(1) >= next {
+            k = first.saturating_sub(1);
+        }
+    }
+    if racing && !racing_full_prune() && k >= first && k.saturating_add(1) >= next {
+        // No partial prune point: skip.
+        return Ok(first);
+    }
+    let start = ctx.oracle().begin_prune(who, k, first);
+    let r = wal.prune_through(k).await;
+    ctx.oracle().finish_prune(who, start, k, first, &r);
+    r
+}
+
+/// `compaction_plan` (printed to the trace, a dry run) then `compact`.
+pub async fn compact(ctx: &Ctx, wal: &Arc<dyn LogApi>, who: &str) {
+    let opts = ctx.cfg.compaction;
+    let start = ctx.oracle().now();
+    let plan = wal.compaction_plan(opts).await;
+    let r = wal.compact(opts).await;
+    ctx.oracle().finish_compact(who, start, &plan, &r);
 }
 
 /// The solo writer: appends at caller-chosen indices (`append_at`,
@@ -97,7 +157,11 @@ pub async fn writer(ctx: Arc<Ctx>, wal: Arc<dyn LogApi>, w: u16, ops: u32, mut r
 pub async fn solo(ctx: Arc<Ctx>, wal: Arc<dyn LogApi>, w: u16, ops: u32, mut rng: ChaCha8Rng) {
     for _ in 0..ops {
         let next = wal.next_index();
+        let empty = wal.first_index() == next;
         let at = match rng.random_range(0..10) {
+            // An empty log (maybe pruned through its end): a snapshot install
+            // above the next index (refused unless a prune emptied it).
+            0..=4 if empty => next.saturating_add(rng.random_range(1..=100)),
             0 => next.wrapping_add(1),
             1 if next > 0 => next - 1,
             _ => next,
@@ -118,6 +182,9 @@ pub async fn solo(ctx: Arc<Ctx>, wal: Arc<dyn LogApi>, w: u16, ops: u32, mut rng
             let start = ctx.oracle().now();
             let r = wal.sync().await;
             ctx.oracle().finish_sync(start, &r);
+        }
+        if ctx.cfg.mix.prune > 0 && rng.random_bool(0.08) {
+            let _ = prune(&ctx, &wal, &format!("w{w}"), &mut rng, false).await;
         }
     }
 }
@@ -158,7 +225,7 @@ async fn iterate(ctx: &Ctx, wal: &Arc<dyn LogApi>, rng: &mut ChaCha8Rng) {
         Err(e) => {
             let mut o = ctx.oracle();
             o.failstop(start, Err(&e), "iter_from");
-            o.check_read_error(&e, from, first, next);
+            o.check_read_error(start, &e, from, first, next);
             return;
         }
     };
@@ -167,7 +234,7 @@ async fn iterate(ctx: &Ctx, wal: &Arc<dyn LogApi>, rng: &mut ChaCha8Rng) {
     while pos < from + want {
         match it.next().await {
             None => {
-                if pos < next {
+                if pos < next && !ctx.oracle().racing_prune(start) {
                     ctx.oracle().violation(format!(
                         "iterator from {from} caught up at {pos}, but {next} was readable"
                     ));
@@ -177,6 +244,11 @@ async fn iterate(ctx: &Ctx, wal: &Arc<dyn LogApi>, rng: &mut ChaCha8Rng) {
             Some(Ok((i, p))) => {
                 let mut o = ctx.oracle();
                 o.failstop(start, Ok(()), "iterator next");
+                if i > pos && o.racing_prune(start) {
+                    // A prune passed a caught-up iterator: it skips to the new first index.
+                    o.event(&format!("iterator from {from} skipped from {pos} to {i} (pruned)"));
+                    break;
+                }
                 if i != pos {
                     o.violation(format!("iterator from {from} gave index {i} where {pos} was expected"));
                     break;
@@ -186,7 +258,7 @@ async fn iterate(ctx: &Ctx, wal: &Arc<dyn LogApi>, rng: &mut ChaCha8Rng) {
             }
             Some(Err(e)) => {
                 let mut o = ctx.oracle();
-                o.check_read_error(&e, pos, first, next.max(pos + 1));
+                o.check_read_error(start, &e, pos, first, next.max(pos + 1));
                 break;
             }
         }

@@ -60,6 +60,16 @@ fn catches_reordered_batch() {
 }
 
 #[test]
+fn catches_prune_without_low_water_mark() {
+    check(Bug::Fs(FsBug::LoseMetaFile));
+}
+
+#[test]
+fn catches_truncate_that_removes_nothing() {
+    check(Bug::Wal(WalBug::TruncateNoop));
+}
+
+#[test]
 fn every_bug_has_a_test() {
-    assert_eq!(Bug::ALL.len(), 7);
+    assert_eq!(Bug::ALL.len(), 9);
 }

@@ -252,8 +252,10 @@ impl<F: Fs> Writer<F> {
                 match active.file.write_all_at(&self.zeros, end).await {
                     Ok(()) => active.zeroed_until = target,
                     Err(e) => {
+                        // Part of the zeros may be there: remember the most,
+                        // so that seal and close cut the tail back.
                         debug!(error = %e, "zero-fill ahead failed; going on without it");
-                        active.zeroed_until = end;
+                        active.zeroed_until = target;
                     }
                 }
             } else {

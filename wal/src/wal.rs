@@ -86,6 +86,9 @@ pub(crate) struct State<F: Fs> {
     /// The log was emptied by a prune (or truncation) through its end: the
     /// next `append_at` may start at any index at or above `admit_next`.
     pub reseatable: bool,
+    /// A full prune is resetting the indices: admission waits (appenders
+    /// queue behind the writer mutex the prune holds).
+    pub admission_paused: bool,
     pub stats: Stats,
 }
 
@@ -190,6 +193,25 @@ impl<F: Fs> Drop for Critical<'_, F> {
     }
 }
 
+/// Pauses admission while held (appenders wait behind the writer mutex,
+/// which the holder owns): for operations that reset the next index.
+pub(crate) struct PauseAdmission<'a, F: Fs> {
+    inner: &'a Inner<F>,
+}
+
+impl<'a, F: Fs> PauseAdmission<'a, F> {
+    pub(crate) fn new(inner: &'a Inner<F>) -> Self {
+        inner.state().admission_paused = true;
+        PauseAdmission { inner }
+    }
+}
+
+impl<F: Fs> Drop for PauseAdmission<'_, F> {
+    fn drop(&mut self) {
+        self.inner.state().admission_paused = false;
+    }
+}
+
 /// A write-ahead log in one directory, generic over the filesystem.
 ///
 /// All methods take `&self`: share a `Wal` between tasks with an `Arc`.
@@ -279,6 +301,7 @@ impl<F: Fs> Wal<F> {
             durable_next: rec.next_index,
             first_index: rec.first_index,
             reseatable: false,
+            admission_paused: false,
             segments: rec.segments,
             stats,
         };
@@ -542,24 +565,30 @@ impl<F: Fs> Wal<F> {
         let result = async {
             if whole {
                 let mut w = inner.writer.lock().await;
-                while !inner.state().queue.is_empty() {
-                    w.run_group(inner).await;
+                // No index may be handed out while the prune resets them:
+                // appenders wait behind the writer mutex held here.
+                let _paused = PauseAdmission::new(inner);
+                async {
+                    while !inner.state().queue.is_empty() {
+                        w.run_group(inner).await;
+                    }
+                    let (first, readable) = {
+                        let st = inner.state();
+                        st.check_usable()?;
+                        (st.first_index, st.readable_next)
+                    };
+                    // Appends may have landed since: only a prune through the
+                    // last record empties the log; records above k always stay.
+                    if readable > first && k < readable - 1 {
+                        return inner.prune_sealed(k).await;
+                    }
+                    let r = inner.prune_all(k).await;
+                    if r.is_ok() {
+                        w.reset_active();
+                    }
+                    r
                 }
-                let (first, readable) = {
-                    let st = inner.state();
-                    st.check_usable()?;
-                    (st.first_index, st.readable_next)
-                };
-                // Appends may have landed since: only a prune through the
-                // last record empties the log; records above k always stay.
-                if readable > first && k < readable - 1 {
-                    return inner.prune_sealed(k).await;
-                }
-                let r = inner.prune_all(k).await;
-                if r.is_ok() {
-                    w.reset_active();
-                }
-                r
+                .await
             } else {
                 inner.prune_sealed(k_eff).await
             }
@@ -593,11 +622,13 @@ impl<F: Fs> Wal<F> {
         let inner = &self.inner;
         let _lifecycle = inner.lifecycle.lock().await;
         let mut w = inner.writer.lock().await;
+        // No index may be handed out while the truncation resets them.
+        let _paused = PauseAdmission::new(inner);
         while !inner.state().queue.is_empty() {
             w.run_group(inner).await;
         }
         {
-            let st = inner.state();
+            let mut st = inner.state();
             st.check_usable()?;
             if from < st.first_index || from > st.readable_next {
                 return Err(Error::OutOfRange {
@@ -606,6 +637,8 @@ impl<F: Fs> Wal<F> {
                     next: st.readable_next,
                 });
             }
+            // A truncation fixes where the log continues: no snapshot jump.
+            st.reseatable = false;
             if from == st.readable_next {
                 return Ok(());
             }
@@ -701,7 +734,7 @@ impl<F: Fs> Inner<F> {
         }
         let full = !st.queue.is_empty()
             && (st.queued_bytes + bytes > self.opts.max_queue_bytes || st.queue.len() >= self.opts.max_queue_appends);
-        if full {
+        if full || st.admission_paused {
             return Ok(Err(records));
         }
         let first = st.admit_next;
