@@ -190,6 +190,7 @@ async fn run(seed: u64, manual: bool, ops: Vec<Op>) {
                 let n = model.next() - model.first + 1;
                 let from = model.first + x % n;
                 w.truncate_from(from).await.unwrap();
+                model.reseatable = false;
                 let keep = (from - model.first) as usize;
                 model.durable.truncate(keep);
                 model.volatile.truncate(keep - model.durable.len());
