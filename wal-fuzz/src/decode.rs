@@ -105,12 +105,6 @@ fn check_padding(data: &[u8]) {
     for pair in data.chunks_exact(3).take(16) {
         let offset = u64::from(u16::from_le_bytes([pair[0], pair[1]])) * FRAME_ALIGN_BYTES as u64;
         let align = 8u64 << (pair[2] % 18);
-        if align == 16 {
-            // Known bug: padding_len(8 mod 16, 16) = 24 < FRAME_HEADER_BYTES, and
-            // encode_padding asserts; see tests/bugs.rs. Skipped so the target
-            // can look for other problems.
-            continue;
-        }
         let pad = padding_len(offset, align) as u64;
         assert_eq!((offset + pad) % align, 0);
         assert!(pad == 0 || pad >= FRAME_HEADER_BYTES as u64);

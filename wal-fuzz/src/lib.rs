@@ -22,8 +22,8 @@ mod recover;
 pub mod seeds;
 
 pub use decode::record_decode;
-pub use ops::{describe_ops, ops, ops_strict};
-pub use recover::{recover, recover_strict};
+pub use ops::{describe_ops, ops};
+pub use recover::recover;
 
 /// A fuzz target body.
 pub type Body = fn(&[u8]);
