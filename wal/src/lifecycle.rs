@@ -282,11 +282,21 @@ impl<F: Fs> Inner<F> {
         .await
     }
 
-    /// Removes a file and makes the removal durable, or stops the WAL.
-    async fn remove_durably(&self, path: &std::path::Path) -> Result<()> {
-        if let Err(e) = self.fs.remove_file(path).await {
-            if e.kind() != std::io::ErrorKind::NotFound {
-                return Err(self.stop(Error::io("remove", path, 0, e)));
+    /// Removes segment files in the given order, then fsyncs the directory
+    /// once. Each removal is already covered by a durable record (the meta
+    /// file's low-water mark, or a durable compaction output), so a crash in
+    /// between leaves leftovers that open reconciles. A failure stops the WAL:
+    /// the directory no longer matches memory.
+    async fn remove_all<'s>(&self, segments: impl Iterator<Item = &'s Arc<Segment<F>>>) -> Result<()>
+    where
+        F: 's,
+    {
+        for seg in segments {
+            let path = seg.path();
+            if let Err(e) = self.fs.remove_file(&path).await {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    return Err(self.stop(Error::io("remove", &path, 0, e)));
+                }
             }
         }
         self.fs
@@ -325,18 +335,7 @@ impl<F: Fs> Inner<F> {
             st.segments.retain(|s| !doomed.iter().any(|d| Arc::ptr_eq(s, d)));
         }
         // 3. The files, oldest first, without holding any lock appends need.
-        for seg in &doomed {
-            let path = seg.path();
-            if let Err(e) = self.fs.remove_file(&path).await {
-                if e.kind() != std::io::ErrorKind::NotFound {
-                    return Err(self.stop(Error::io("remove", &path, 0, e)));
-                }
-            }
-        }
-        self.fs
-            .sync_dir(&self.dir)
-            .await
-            .map_err(|e| self.stop(Error::io("sync_dir", &self.dir, 0, e)))?;
+        self.remove_all(doomed.iter()).await?;
         info!(first_index = new_first, removed = doomed.len(), "pruned");
         Ok(new_first)
     }
@@ -359,18 +358,7 @@ impl<F: Fs> Inner<F> {
             st.reseatable = true;
             std::mem::take(&mut st.segments)
         };
-        for seg in doomed.iter().rev() {
-            let path = seg.path();
-            if let Err(e) = self.fs.remove_file(&path).await {
-                if e.kind() != std::io::ErrorKind::NotFound {
-                    return Err(self.stop(Error::io("remove", &path, 0, e)));
-                }
-            }
-        }
-        self.fs
-            .sync_dir(&self.dir)
-            .await
-            .map_err(|e| self.stop(Error::io("sync_dir", &self.dir, 0, e)))?;
+        self.remove_all(doomed.iter().rev()).await?;
         info!(first_index = new_first, removed = doomed.len(), "pruned everything");
         Ok(new_first)
     }
@@ -400,7 +388,7 @@ impl<F: Fs> Inner<F> {
                     _ => break,
                 }
             };
-            self.remove_durably(&victim.path()).await?;
+            self.remove_all(std::iter::once(&victim)).await?;
             self.state().segments.pop();
             // Iterators holding it must not serve its records again.
             victim.mark_removed();
@@ -650,18 +638,7 @@ impl<F: Fs> Inner<F> {
             st.stats.compactions += 1;
         }
         // The inputs, oldest first: open removes any that a crash leaves.
-        for seg in &inputs {
-            let path = seg.path();
-            if let Err(e) = self.fs.remove_file(&path).await {
-                if e.kind() != std::io::ErrorKind::NotFound {
-                    return Err(self.stop(Error::io("remove", &path, 0, e)));
-                }
-            }
-        }
-        self.fs
-            .sync_dir(&self.dir)
-            .await
-            .map_err(|e| self.stop(Error::io("sync_dir", &self.dir, 0, e)))?;
+        self.remove_all(inputs.iter()).await?;
         info!(output = %out_path.display(), inputs = inputs.len(), "compacted");
         Ok(())
     }
