@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use simfs::{CrashKind, FaultConfig, FaultKind, SimFs, SyncFailureProfile};
+use simfs::{CrashKind, FaultKind, SimFs, SyncFailureProfile};
 use wal::{Error, RecoveryMode};
 
 use crate::api::{real_opener, LogApi, Opener};
@@ -435,6 +435,9 @@ impl Sim {
                     Some(Ok(rec)) => {
                         pos = rec.0 + 1;
                         entries.push(rec);
+                        // Transient errors are budgeted per position: a long
+                        // scan over a flaky disk makes progress.
+                        errors = 0;
                     }
                     Some(Err(e)) => {
                         errors += 1;
@@ -905,8 +908,7 @@ impl Sim {
     /// succeed and survive a power loss.
     async fn heal(&mut self) {
         let cfg = self.ctx.cfg.clone();
-        self.ctx.fs.set_faults(FaultConfig::none());
-        self.ctx.fs.set_capacity(None);
+        self.ctx.fs.heal();
         self.ctx.oracle().event("heal: faults off");
         if let Some(wal) = self.wal.take() {
             let start = self.ctx.oracle().now();

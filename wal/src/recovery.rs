@@ -123,13 +123,7 @@ pub(crate) async fn recover<F: Fs>(
     // Temporary files and leftovers of interrupted operations: removed only
     // once the names proved valid (the directory fsync below makes the
     // removals durable).
-    for name in leftovers {
-        let path = dir.join(&name);
-        fs.remove_file(&path)
-            .await
-            .map_err(|e| Error::io("remove", &path, 0, e))?;
-        report.removed_files.push(name);
-    }
+    remove_leftovers(fs, dir, leftovers.into_iter().map(|n| dir.join(n)), &mut report).await?;
     let next_segment_id = sealed
         .iter()
         .chain(active.iter())
@@ -248,17 +242,8 @@ pub(crate) async fn recover<F: Fs>(
     // An interrupted prune through the end of the log: the low-water mark
     // is durable, every segment is below it. They are leftovers.
     if let Some(low) = low_water.filter(|&low| next_index < low) {
-        for seg in segments.drain(..) {
-            let path = seg.path();
-            fs.remove_file(&path)
-                .await
-                .map_err(|e| Error::io("remove", &path, 0, e))?;
-            report.removed_files.push(
-                path.file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default(),
-            );
-        }
+        let doomed: Vec<_> = segments.drain(..).map(|seg| seg.path()).collect();
+        remove_leftovers(fs, dir, doomed.into_iter(), &mut report).await?;
         report.active_segment = false;
         active_file = None;
         next_index = low;
@@ -293,6 +278,37 @@ pub(crate) async fn recover<F: Fs>(
         meta,
         report,
     })
+}
+
+/// Removes leftover files. A failed removal does not stop the others (each
+/// open makes progress, however flaky the disk); the first error is returned
+/// once the removals done so far are made durable.
+async fn remove_leftovers<F: Fs>(
+    fs: &F,
+    dir: &Path,
+    paths: impl Iterator<Item = std::path::PathBuf>,
+    report: &mut RecoveryReport,
+) -> Result<()> {
+    let mut first_error = None;
+    for path in paths {
+        match fs.remove_file(&path).await {
+            Ok(()) => report.removed_files.push(
+                path.file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+            ),
+            Err(e) => {
+                first_error.get_or_insert(Error::io("remove", &path, 0, e));
+            }
+        }
+    }
+    match first_error {
+        None => Ok(()),
+        Some(e) => {
+            let _ = fs.sync_dir(dir).await;
+            Err(e)
+        }
+    }
 }
 
 /// Reconciles leftovers of interrupted lifecycle operations and returns the

@@ -145,6 +145,28 @@ impl SimFs {
         st.trace.record(now, "set_faults", None, None, 0, 0, "ok".into(), None);
     }
 
+    /// A heal phase: every fault off, no capacity limit, and sync errors
+    /// still waiting to be reported late (`Ext4DataJournal`) dropped, so the
+    /// next sync reports only what happens from now on. Errors already
+    /// recorded per open handle (`Ext4Ordered` errseq) stay: a handle from
+    /// before still hears them once.
+    ///
+    /// ```
+    /// let fs = simfs::SimFs::new(1);
+    /// fs.heal();
+    /// assert!(!fs.faults().any());
+    /// ```
+    pub fn heal(&self) {
+        self.set_faults(FaultConfig::none());
+        self.set_capacity(None);
+        let mut st = self.lock();
+        for inode in st.inodes.values_mut() {
+            if let state::Inode::File(f) = inode {
+                f.late_error = false;
+            }
+        }
+    }
+
     /// The current fault probabilities.
     pub fn faults(&self) -> FaultConfig {
         self.lock().faults
