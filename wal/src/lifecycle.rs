@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use simfs::{File, Fs, OpenOptions};
@@ -253,6 +254,7 @@ impl<F: Fs> Inner<F> {
         match write_meta(&*self.fs, &self.dir, &next).await {
             Ok(()) => {
                 *current = next;
+                self.marker_present.store(next.clean.is_some(), Ordering::Release);
                 Ok(())
             }
             Err(MetaWriteError::NotWritten(e)) => Err(e),
@@ -262,7 +264,8 @@ impl<F: Fs> Inner<F> {
 
     /// Clears the clean-shutdown marker before the first change after open.
     pub(crate) async fn ensure_dirty(&self) -> Result<()> {
-        if self.meta.lock().await.clean.is_none() {
+        // The hot path (every group commit): one atomic load.
+        if !self.marker_present.load(Ordering::Acquire) || self.meta.lock().await.clean.is_none() {
             return Ok(());
         }
         self.update_meta(|_| {}).await

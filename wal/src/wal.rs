@@ -2,7 +2,7 @@
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures::channel::oneshot;
@@ -120,6 +120,9 @@ pub(crate) struct Inner<F: Fs> {
     pub meta: futures::lock::Mutex<Meta>,
     /// Every segment id below this was used; never reused.
     pub next_segment_id: AtomicU64,
+    /// Whether the meta file holds a clean-shutdown marker (cleared before
+    /// the first change): lets the write path skip the meta lock.
+    pub marker_present: AtomicBool,
     /// Reader leases of live iterators.
     pub leases: Mutex<Leases>,
 }
@@ -321,6 +324,7 @@ impl<F: Fs> Wal<F> {
                     clean: None,
                 })),
                 next_segment_id: AtomicU64::new(rec.next_segment_id),
+                marker_present: AtomicBool::new(rec.meta.is_some_and(|m| m.clean.is_some())),
                 leases: Mutex::new(Leases::default()),
             }),
         })
@@ -361,10 +365,15 @@ impl<F: Fs> Wal<F> {
             match inner.admit(records, batch, bytes, at)? {
                 Ok(rx) => break rx,
                 Err(back) => {
-                    // Backpressure: the queue is full; help drain it.
+                    // Backpressure (the queue is full, or a prune or
+                    // truncation paused admission): help drain the queue,
+                    // then let the others run before trying again.
                     records = back;
-                    let mut w = inner.writer.lock().await;
-                    w.run_group(inner).await;
+                    {
+                        let mut w = inner.writer.lock().await;
+                        w.run_group(inner).await;
+                    }
+                    yield_now().await;
                 }
             }
         };
@@ -564,10 +573,11 @@ impl<F: Fs> Wal<F> {
         let critical = Critical::enter(inner, "prune");
         let result = async {
             if whole {
-                let mut w = inner.writer.lock().await;
                 // No index may be handed out while the prune resets them:
-                // appenders wait behind the writer mutex held here.
+                // appenders wait behind the writer mutex. Pausing before
+                // taking it also keeps appenders from starving the prune.
                 let _paused = PauseAdmission::new(inner);
+                let mut w = inner.writer.lock().await;
                 async {
                     while !inner.state().queue.is_empty() {
                         w.run_group(inner).await;
@@ -621,9 +631,11 @@ impl<F: Fs> Wal<F> {
     pub async fn truncate_from(&self, from: u64) -> Result<()> {
         let inner = &self.inner;
         let _lifecycle = inner.lifecycle.lock().await;
-        let mut w = inner.writer.lock().await;
-        // No index may be handed out while the truncation resets them.
+        // No index may be handed out while the truncation resets them;
+        // pausing before taking the writer mutex also keeps appenders from
+        // starving the truncation.
         let _paused = PauseAdmission::new(inner);
+        let mut w = inner.writer.lock().await;
         while !inner.state().queue.is_empty() {
             w.run_group(inner).await;
         }
@@ -791,6 +803,22 @@ impl<F: Fs> Inner<F> {
     pub(crate) fn syncs_every_write(&self) -> bool {
         !matches!(self.opts.sync_policy, SyncPolicy::Manual)
     }
+}
+
+/// Returns `Pending` once (after waking itself), so that other tasks of the
+/// executor run: without it a paused appender could spin on the writer mutex
+/// and starve the operation that paused admission.
+fn yield_now() -> impl std::future::Future<Output = ()> {
+    let mut yielded = false;
+    futures::future::poll_fn(move |cx| {
+        if yielded {
+            std::task::Poll::Ready(())
+        } else {
+            yielded = true;
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
+    })
 }
 
 /// Checks record sizes and batch limits before anything is admitted.
