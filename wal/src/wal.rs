@@ -498,24 +498,10 @@ impl<F: Fs> Wal<F> {
 
     /// A snapshot of the counters.
     pub async fn stats(&self) -> Stats {
-        let (mut stats, segs) = {
-            let st = self.inner.state();
-            (st.stats, st.segments.clone())
-        };
-        stats.segments = segs.len() as u64;
-        let mut bytes = 0;
-        for s in segs {
-            let (path, end) = {
-                let m = s.meta();
-                (m.path.clone(), m.end_offset)
-            };
-            bytes += if end != u64::MAX {
-                end
-            } else {
-                self.inner.fs.metadata(&path).await.map(|m| m.len).unwrap_or(0)
-            };
-        }
-        stats.bytes_on_disk = bytes;
+        let mut stats = self.inner.state().stats;
+        let segments = self.inner.segment_infos().await;
+        stats.segments = segments.len() as u64;
+        stats.bytes_on_disk = segments.iter().map(|s| s.bytes).sum();
         stats
     }
 
