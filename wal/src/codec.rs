@@ -153,7 +153,8 @@ pub struct FrameSeed {
 }
 
 impl FrameSeed {
-    fn hasher(&self) -> Hasher {
+    /// A checksum state with the seed already hashed (clone it per frame).
+    pub(crate) fn hasher(&self) -> Hasher {
         let mut h = Hasher::new();
         h.update(&self.salt.to_le_bytes());
         h.update(&self.segment_id.to_le_bytes());
@@ -288,13 +289,19 @@ pub fn encode_frame(
 /// checksum and field ranges), so a reader knows how many bytes to fetch
 /// before it allocates.
 pub fn decode_frame_header(bytes: &[u8], seed: FrameSeed) -> Result<FrameHeader, FrameError> {
+    decode_header_hashing(bytes, &seed.hasher()).map(|(header, _)| header)
+}
+
+/// [`decode_frame_header`], also returning the frame checksum's state after
+/// the header fields, so a whole-frame check does not hash them twice.
+fn decode_header_hashing(bytes: &[u8], seeded: &Hasher) -> Result<(FrameHeader, Hasher), FrameError> {
     let h = bytes.get(..FRAME_HEADER_BYTES).ok_or(FrameError::Short)?;
     if h.iter().all(|&x| x == 0) {
         return Err(FrameError::Unwritten);
     }
-    let mut hh = seed.hasher();
+    let mut hh = seeded.clone();
     hh.update(&h[4..28]);
-    if hh.finalize() != le_u32(&h[28..32]) {
+    if hh.clone().finalize() != le_u32(&h[28..32]) {
         return Err(FrameError::BadHeader);
     }
     let len = le_u32(&h[4..8]);
@@ -307,24 +314,32 @@ pub fn decode_frame_header(bytes: &[u8], seed: FrameSeed) -> Result<FrameHeader,
     if durable_next > index {
         return Err(FrameError::BadHeader);
     }
-    Ok(FrameHeader {
+    let header = FrameHeader {
         len,
         index,
         durable_next,
         kind,
-    })
+    };
+    Ok((header, hh))
 }
 
 /// Decodes one whole frame at the start of `bytes`: header, payload checksum
 /// and zero padding. Returns the header and a slice of the payload.
 pub fn decode_frame(bytes: &[u8], seed: FrameSeed) -> Result<(FrameHeader, &[u8]), FrameError> {
-    let header = decode_frame_header(bytes, seed)?;
+    decode_frame_seeded(bytes, &seed.hasher())
+}
+
+/// [`decode_frame`] with the seed already hashed (`FrameSeed::hasher`), for
+/// readers that decode many frames of one segment.
+pub(crate) fn decode_frame_seeded<'b>(bytes: &'b [u8], seeded: &Hasher) -> Result<(FrameHeader, &'b [u8]), FrameError> {
+    let (header, mut hh) = decode_header_hashing(bytes, seeded)?;
     let total = header.frame_len();
     let frame = bytes.get(..total).ok_or(FrameError::Short)?;
     let payload_end = FRAME_HEADER_BYTES + header.len as usize;
     let payload = &frame[FRAME_HEADER_BYTES..payload_end];
-    let mut hh = seed.hasher();
-    hh.update(&frame[4..FRAME_HEADER_BYTES]);
+    // The frame checksum covers bytes 4..32 (the header fields were hashed
+    // above) and the payload.
+    hh.update(&frame[28..FRAME_HEADER_BYTES]);
     hh.update(payload);
     let padding_zero = frame[payload_end..].iter().all(|&x| x == 0);
     if hh.finalize() != le_u32(&frame[0..4]) || !padding_zero {

@@ -1,5 +1,6 @@
 //! [`WalIter`]: reading the log in order, alongside appends and rotation.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use simfs::Fs;
@@ -35,6 +36,18 @@ pub struct WalIter<F: Fs> {
     reader_rewrites: u64,
     /// This iterator's lease: prune keeps what it still needs.
     lease: u64,
+    /// The lease's position, advanced here without the leases lock.
+    lease_position: Arc<AtomicU64>,
+    /// What the last full check saw: the reader epoch and the readable end.
+    /// While the epoch is unchanged, records below that end may be served
+    /// from the reader's buffer without taking any lock.
+    checked: Option<Checked>,
+}
+
+#[derive(Clone, Copy)]
+struct Checked {
+    epoch: u64,
+    readable_next: u64,
 }
 
 impl<F: Fs> Drop for WalIter<F> {
@@ -48,13 +61,15 @@ type SegmentReader<F> = (Arc<Segment<F>>, FrameReader<<F as Fs>::File>);
 
 impl<F: Fs> WalIter<F> {
     pub(crate) fn new(inner: Arc<Inner<F>>, next: u64) -> Self {
-        let lease = inner.leases().take(next);
+        let (lease, lease_position) = inner.leases().take(next);
         WalIter {
             inner,
             next,
             reader: None,
             reader_rewrites: 0,
             lease,
+            lease_position,
+            checked: None,
         }
     }
 
@@ -75,8 +90,46 @@ impl<F: Fs> WalIter<F> {
         }
     }
 
+    /// Serves the next record from the reader's buffer with no lock and no
+    /// I/O, if nothing changed since the last full check: the epoch is the
+    /// same (no stop, close, prune, truncation or compaction since), the
+    /// record was readable then, and the frame in the buffer is exactly it.
+    /// Anything else goes to the full path in `step`.
+    fn step_buffered(&mut self) -> Option<(u64, Vec<u8>)> {
+        let checked = self.checked?;
+        let index = self.next;
+        if index >= checked.readable_next || self.inner.reader_epoch() != checked.epoch {
+            return None;
+        }
+        let (seg, reader) = self.reader.as_mut()?;
+        if seg.rewrites() != self.reader_rewrites {
+            return None;
+        }
+        let frame = reader.next_buffered_frame()?;
+        if frame.header.index != index {
+            // Skipping into a segment, or damage: the full path decides.
+            self.reader = None;
+            return None;
+        }
+        self.advance();
+        Some((index, frame.payload))
+    }
+
+    /// Moves past the record just served.
+    fn advance(&mut self) {
+        self.next += 1;
+        self.lease_position.store(self.next, Ordering::Release);
+    }
+
     async fn step(&mut self) -> Result<Option<(u64, Vec<u8>)>> {
-        {
+        if let Some(rec) = self.step_buffered() {
+            return Ok(Some(rec));
+        }
+        self.checked = None;
+        // Read the epoch before the state: a change after this read makes
+        // the cached check stale, never the other way round.
+        let epoch = self.inner.reader_epoch();
+        let readable_next = {
             let st = self.inner.state();
             st.check_usable()?;
             if self.inner.leases().revoked(self.lease) {
@@ -91,7 +144,8 @@ impl<F: Fs> WalIter<F> {
             if self.next >= st.readable_next {
                 return Ok(None);
             }
-        }
+            st.readable_next
+        };
         let index = self.next;
         let stale = match &self.reader {
             Some((seg, _)) => {
@@ -140,8 +194,8 @@ impl<F: Fs> WalIter<F> {
                     format!("index {index} missing"),
                 ));
             }
-            self.next += 1;
-            self.inner.leases().advance(self.lease, self.next);
+            self.advance();
+            self.checked = Some(Checked { epoch, readable_next });
             return Ok(Some((index, frame.payload)));
         }
     }

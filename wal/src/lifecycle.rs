@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use simfs::{File, Fs, OpenOptions};
@@ -43,29 +43,29 @@ pub(crate) struct Leases {
 
 #[derive(Debug)]
 struct Lease {
-    position: u64,
+    /// Shared with the iterator, which advances it without taking the
+    /// leases lock (once per record). It only grows, so a prune that reads
+    /// an older value is merely more conservative.
+    position: Arc<AtomicU64>,
     holds: u32,
     revoked: bool,
 }
 
 impl Leases {
-    pub(crate) fn take(&mut self, position: u64) -> u64 {
+    /// A new lease at `position`: its id and the position the iterator
+    /// advances.
+    pub(crate) fn take(&mut self, position: u64) -> (u64, Arc<AtomicU64>) {
         self.next_id += 1;
+        let shared = Arc::new(AtomicU64::new(position));
         self.live.insert(
             self.next_id,
             Lease {
-                position,
+                position: shared.clone(),
                 holds: 0,
                 revoked: false,
             },
         );
-        self.next_id
-    }
-
-    pub(crate) fn advance(&mut self, id: u64, position: u64) {
-        if let Some(l) = self.live.get_mut(&id) {
-            l.position = position;
-        }
+        (self.next_id, shared)
     }
 
     pub(crate) fn release(&mut self, id: u64) {
@@ -81,20 +81,17 @@ impl Leases {
     /// (caught up) needs no existing record and holds nothing back.
     pub(crate) fn limit(&mut self, k: u64, readable: u64, max_holds: u32) -> u64 {
         let mut limit = k;
-        for l in self
-            .live
-            .values_mut()
-            .filter(|l| !l.revoked && l.position <= k && l.position < readable)
-        {
+        for l in self.live.values_mut().filter(|l| !l.revoked) {
+            let position = l.position.load(Ordering::Acquire);
+            if position > k || position >= readable {
+                continue;
+            }
             l.holds += 1;
             if l.holds > max_holds {
                 l.revoked = true;
-                warn!(
-                    position = l.position,
-                    "revoked an iterator lease that held prune back too often"
-                );
+                warn!(position, "revoked an iterator lease that held prune back too often");
             } else {
-                limit = limit.min(l.position.saturating_sub(1));
+                limit = limit.min(position.saturating_sub(1));
             }
         }
         limit
@@ -337,6 +334,7 @@ impl<F: Fs> Inner<F> {
             st.first_index = st.first_index.max(new_first);
             st.segments.retain(|s| !doomed.iter().any(|d| Arc::ptr_eq(s, d)));
         }
+        self.invalidate_readers();
         // 3. The files, oldest first, without holding any lock appends need.
         self.remove_all(doomed.iter()).await?;
         info!(first_index = new_first, removed = doomed.len(), "pruned");
@@ -361,6 +359,7 @@ impl<F: Fs> Inner<F> {
             st.reseatable = true;
             std::mem::take(&mut st.segments)
         };
+        self.invalidate_readers();
         self.remove_all(doomed.iter().rev()).await?;
         info!(first_index = new_first, removed = doomed.len(), "pruned everything");
         Ok(new_first)
@@ -378,6 +377,7 @@ impl<F: Fs> Inner<F> {
             st.admit_next = from;
             st.first_index
         };
+        self.invalidate_readers();
         // The low-water mark keeps the next index if everything goes; the
         // id high-water mark keeps the doomed segments' ids from coming back.
         self.update_meta(|m| m.low_water = m.low_water.max(first)).await?;
@@ -640,6 +640,7 @@ impl<F: Fs> Inner<F> {
             st.segments.splice(pos..pos + inputs.len(), [merged]);
             st.stats.compactions += 1;
         }
+        self.invalidate_readers();
         // The inputs, oldest first: open removes any that a crash leaves.
         self.remove_all(inputs.iter()).await?;
         info!(output = %out_path.display(), inputs = inputs.len(), "compacted");

@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use simfs::{File, Fs, OpenOptions};
 
 use crate::codec::{
-    decode_frame, decode_frame_header, FrameError, FrameHeader, FrameKind, FrameSeed, SegmentHeader,
-    FRAME_HEADER_BYTES, SEGMENT_HEADER_BYTES,
+    decode_frame, decode_frame_header, decode_frame_seeded, FrameError, FrameHeader, FrameKind, FrameSeed,
+    SegmentHeader, FRAME_HEADER_BYTES, SEGMENT_HEADER_BYTES,
 };
 use crate::error::{Error, Result};
 
@@ -23,7 +23,11 @@ pub(crate) const SEGMENT_SUFFIX: &str = ".wal";
 /// Suffix of the WAL's temporary files (`<segment name>.tmp`), removed at open.
 pub(crate) const TMP_SUFFIX: &str = ".wal.tmp";
 /// Bytes read at a time by sequential readers.
+/// The first read of a sequential reader: small, because a point read needs
+/// one frame.
 const READ_CHUNK_BYTES: usize = 64 << 10;
+/// Sequential reads double their chunk up to this (readahead for scans).
+const READ_CHUNK_MAX_BYTES: usize = 1 << 20;
 /// Sparse index: at most about this many entries per sealed segment.
 pub(crate) const SPARSE_ENTRIES_MAX: u64 = 256;
 /// Sparse index stride of the active segment.
@@ -322,7 +326,13 @@ impl<F: Fs> Segment<F> {
 
     /// A reader positioned at or before the frame of `index`.
     pub(crate) async fn reader_at(&self, fs: &F, index: u64) -> Result<FrameReader<F::File>> {
-        self.build_sparse(fs).await?;
+        if index == self.first_index {
+            // A read from the start (every segment of a full scan) needs no
+            // sparse index: skip the extra pass that builds one.
+            self.prepare_unindexed(fs).await?;
+        } else {
+            self.build_sparse(fs).await?;
+        }
         let file = self.file(fs).await?;
         let (start, end) = {
             let m = self.meta();
@@ -335,6 +345,25 @@ impl<F: Fs> Segment<F> {
             (start, m.end_offset)
         };
         Ok(FrameReader::new(file, self.seed, start, end))
+    }
+
+    /// What `build_sparse` checks before its scan, without the scan: the
+    /// header matches the name, and a sealed segment's end is known.
+    async fn prepare_unindexed(&self, fs: &F) -> Result<()> {
+        let (path, sealed, end) = {
+            let m = self.meta();
+            if m.sparse_complete {
+                return Ok(());
+            }
+            (m.path.clone(), m.sealed, m.end_offset)
+        };
+        self.check_header(fs).await?;
+        if sealed && end == u64::MAX {
+            let file = self.file(fs).await?;
+            let len = file.len().await.map_err(|e| Error::io("len", &path, 0, e))?;
+            self.meta().end_offset = len;
+        }
+        Ok(())
     }
 }
 
@@ -380,12 +409,20 @@ impl ReadStop {
 pub(crate) struct FrameReader<Fl: File> {
     file: Arc<Fl>,
     seed: FrameSeed,
+    /// `seed.hasher()`, computed once.
+    seeded: crc32fast::Hasher,
     /// File offset of `buf[0]`.
     buf_offset: u64,
+    /// Read bytes are `buf[..end]`; the rest is spare room, kept between
+    /// refills so that a refill neither allocates nor zeroes memory.
     buf: Vec<u8>,
+    end: usize,
     /// Position of the next frame within `buf`.
     pos: usize,
     limit: u64,
+    /// Bytes the next refill reads: grows from `READ_CHUNK_BYTES` to
+    /// `READ_CHUNK_MAX_BYTES` as the reader proves sequential.
+    chunk: usize,
 }
 
 impl<Fl: File> FrameReader<Fl> {
@@ -393,10 +430,13 @@ impl<Fl: File> FrameReader<Fl> {
         FrameReader {
             file,
             seed,
+            seeded: seed.hasher(),
             buf_offset: offset,
             buf: Vec::new(),
+            end: 0,
             pos: 0,
             limit,
+            chunk: READ_CHUNK_BYTES,
         }
     }
 
@@ -413,42 +453,70 @@ impl<Fl: File> FrameReader<Fl> {
     /// Makes sure `want` bytes from the current position are buffered, or as
     /// many as exist before `limit`. Returns how many are available.
     async fn fill(&mut self, want: usize) -> Result<usize, ReadStop> {
-        let avail = self.buf.len() - self.pos;
+        let avail = self.end - self.pos;
         if avail >= want {
             return Ok(avail);
         }
-        // Drop consumed bytes, then read more.
-        self.buf.drain(..self.pos);
+        // Move the unconsumed bytes to the front, then read more after them.
+        self.buf.copy_within(self.pos..self.end, 0);
         self.buf_offset += self.pos as u64;
+        self.end = avail;
         self.pos = 0;
-        let file_end = self.limit;
-        let mut have = self.buf.len();
-        let target = want.max(READ_CHUNK_BYTES);
-        let read_end = (self.buf_offset + target as u64).min(file_end);
-        let to_read = read_end.saturating_sub(self.buf_offset + have as u64) as usize;
+        let target = want.max(self.chunk);
+        self.chunk = (self.chunk * 2).min(READ_CHUNK_MAX_BYTES);
+        let read_end = (self.buf_offset + target as u64).min(self.limit);
+        let to_read = read_end.saturating_sub(self.buf_offset + self.end as u64) as usize;
         if to_read == 0 {
-            return Ok(have);
+            return Ok(self.end);
         }
-        self.buf.resize(have + to_read, 0);
-        while have < self.buf.len() {
-            let off = self.buf_offset + have as u64;
-            match self.file.read_at(&mut self.buf[have..], off).await {
+        let room = self.end + to_read;
+        if self.buf.len() < room {
+            self.buf.resize(room, 0);
+        }
+        while self.end < room {
+            let off = self.buf_offset + self.end as u64;
+            match self.file.read_at(&mut self.buf[self.end..room], off).await {
                 Ok(0) => break,
-                Ok(n) => have += n,
-                Err(error) => {
-                    self.buf.truncate(have);
-                    return Err(ReadStop::Io { offset: off, error });
-                }
+                Ok(n) => self.end += n,
+                Err(error) => return Err(ReadStop::Io { offset: off, error }),
             }
         }
-        self.buf.truncate(have);
-        Ok(have)
+        Ok(self.end)
+    }
+
+    /// The next record frame (skipping padding) if it is entirely in the
+    /// buffer: no I/O, no await. `None` when bytes must be read first or the
+    /// bytes there do not decode; [`FrameReader::next_frame`] then reads,
+    /// or reports exactly what is wrong.
+    pub(crate) fn next_buffered_frame(&mut self) -> Option<ReadFrame> {
+        loop {
+            let offset = self.offset();
+            let rest = self.buf.get(self.pos..self.end)?;
+            let (header, payload) = decode_frame_seeded(rest, &self.seeded).ok()?;
+            let total = header.frame_len();
+            if offset + total as u64 > self.limit {
+                return None;
+            }
+            let padding = header.kind == FrameKind::Padding;
+            let payload = if padding { Vec::new() } else { payload.to_vec() };
+            self.pos += total;
+            if !padding {
+                return Some(ReadFrame {
+                    offset,
+                    header,
+                    payload,
+                });
+            }
+        }
     }
 
     /// Reads and checks the next record frame (skipping padding), returning
     /// its payload.
     pub(crate) async fn next_frame(&mut self) -> Result<ReadFrame, ReadStop> {
         loop {
+            if let Some(frame) = self.next_buffered_frame() {
+                return Ok(frame);
+            }
             let (offset, header, total) = self.peek().await?;
             let frame = &self.buf[self.pos..self.pos + total];
             let payload = decode_frame(frame, self.seed)
@@ -504,8 +572,8 @@ impl<Fl: File> FrameReader<Fl> {
                 error: FrameError::Short,
             });
         }
-        let header =
-            decode_frame_header(&self.buf[self.pos..], self.seed).map_err(|error| ReadStop::Bad { offset, error })?;
+        let header = decode_frame_header(&self.buf[self.pos..self.end], self.seed)
+            .map_err(|error| ReadStop::Bad { offset, error })?;
         let total = header.frame_len();
         if self.fill(total).await? < total {
             return Err(ReadStop::Bad {

@@ -125,6 +125,11 @@ pub(crate) struct Inner<F: Fs> {
     pub marker_present: AtomicBool,
     /// Reader leases of live iterators.
     pub leases: Mutex<Leases>,
+    /// Bumped after anything that can make a record an iterator already
+    /// buffered unservable (stop, close, prune, truncation, compaction).
+    /// Iterators serve buffered frames without taking a lock while it is
+    /// unchanged (see `WalIter`).
+    pub reader_epoch: AtomicU64,
 }
 
 impl<F: Fs> Inner<F> {
@@ -146,6 +151,17 @@ impl<F: Fs> Inner<F> {
         self.leases.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The current reader epoch (see `reader_epoch`).
+    pub(crate) fn reader_epoch(&self) -> u64 {
+        self.reader_epoch.load(Ordering::Acquire)
+    }
+
+    /// Makes every iterator re-check the state before serving another
+    /// record. Call it AFTER the state change is visible in `State`.
+    pub(crate) fn invalidate_readers(&self) {
+        self.reader_epoch.fetch_add(1, Ordering::AcqRel);
+    }
+
     /// Stops the WAL (fail-stop): every queued and later call fails with `cause`.
     pub(crate) fn stop(&self, cause: Error) -> Error {
         let mut st = self.state();
@@ -157,6 +173,7 @@ impl<F: Fs> Inner<F> {
         let queued: Vec<Request> = st.queue.drain(..).collect();
         st.queued_bytes = 0;
         drop(st);
+        self.invalidate_readers();
         for r in queued {
             let _ = r.done.send(Err(stopped.clone()));
         }
@@ -326,6 +343,7 @@ impl<F: Fs> Wal<F> {
                 next_segment_id: AtomicU64::new(rec.next_segment_id),
                 marker_present: AtomicBool::new(rec.meta.is_some_and(|m| m.clean.is_some())),
                 leases: Mutex::new(Leases::default()),
+                reader_epoch: AtomicU64::new(0),
             }),
         })
     }
@@ -523,6 +541,7 @@ impl<F: Fs> Wal<F> {
             result = inner.write_clean_marker(w.active_end()).await;
         }
         inner.state().closed = true;
+        inner.invalidate_readers();
         drop(w);
         inner.lock.lock().unwrap_or_else(|e| e.into_inner()).take();
         info!(dir = %inner.dir.display(), "closed");
@@ -555,6 +574,8 @@ impl<F: Fs> Wal<F> {
         }
         // Never beyond what a live iterator still needs.
         let k_eff = inner.leases().limit(k, readable, inner.opts.max_lease_holds);
+        // A lease may have been revoked: its iterator must notice.
+        inner.invalidate_readers();
         let whole = k_eff == k && (readable == first || k >= readable - 1);
         let critical = Critical::enter(inner, "prune");
         let result = async {

@@ -556,3 +556,51 @@ fn dropping_an_append_mid_write_stops_the_wal() {
         assert!(log.len() <= 2);
     });
 }
+
+/// The iterator serves records from its buffer without locks while nothing
+/// changed; each of these changes must reach it before its next record.
+#[test]
+fn a_buffering_iterator_notices_truncation_prune_and_stop() {
+    block_on(async {
+        // Truncation below a record the iterator already has in its buffer.
+        let fs = SimFs::new(12);
+        let wal = open(&fs, Options::default()).await.unwrap();
+        fill(&wal, 8).await;
+        let mut it = wal.iter_from(0).unwrap();
+        for i in 0..3 {
+            assert_eq!(it.next().await.unwrap().unwrap().0, i);
+        }
+        wal.truncate_after(2).await.unwrap();
+        assert!(it.next().await.is_none(), "index 3 was truncated");
+        wal.append(b"new3".to_vec()).await.unwrap();
+        assert_eq!(it.next().await.unwrap().unwrap(), (3, b"new3".to_vec()));
+
+        // A lease revoked while its records sit in the iterator's buffer.
+        let opts = Options {
+            max_lease_holds: 1,
+            ..five_per_segment()
+        };
+        let wal = open(&SimFs::new(13), opts).await.unwrap();
+        fill(&wal, 20).await;
+        let mut it = wal.iter_from(0).unwrap();
+        assert_eq!(it.next().await.unwrap().unwrap().0, 0);
+        assert_eq!(wal.prune_through(12).await.unwrap(), 0, "held back once");
+        assert_eq!(it.next().await.unwrap().unwrap().0, 1);
+        assert_eq!(wal.prune_through(12).await.unwrap(), 10, "then revoked");
+        assert!(matches!(it.next().await, Some(Err(Error::IteratorExpired { .. }))));
+
+        // A stop (failed fsync) with records in the buffer.
+        let fs = SimFs::new(14);
+        let wal = open(&fs, Options::default()).await.unwrap();
+        fill(&wal, 8).await;
+        let mut it = wal.iter_from(0).unwrap();
+        assert_eq!(it.next().await.unwrap().unwrap().0, 0);
+        fs.set_faults(FaultConfig {
+            sync_fail: 1.0,
+            ..FaultConfig::none()
+        });
+        assert!(wal.append(b"x".to_vec()).await.is_err());
+        assert!(wal.stopped().is_some());
+        assert!(matches!(it.next().await, Some(Err(Error::Stopped { .. }))));
+    });
+}
