@@ -380,7 +380,16 @@ impl<F: Fs> Inner<F> {
         self.invalidate_readers();
         // The low-water mark keeps the next index if everything goes; the
         // id high-water mark keeps the doomed segments' ids from coming back.
-        self.update_meta(|m| m.low_water = m.low_water.max(first)).await?;
+        // A cut inside the last segment that keeps at least one record needs
+        // neither (the kept records fix the range, no id goes away): then
+        // only the clean marker must go before the log changes, which saves
+        // the meta file's two syncs on the common Raft conflict.
+        let removes_a_segment = self.state().segments.last().is_some_and(|s| s.first_index >= from);
+        if from > first && !removes_a_segment {
+            self.ensure_dirty().await?;
+        } else {
+            self.update_meta(|m| m.low_water = m.low_water.max(first)).await?;
+        }
         // 1. Whole segments above the cut, newest first, each removal durable:
         //    at every crash point what remains is a contiguous prefix.
         loop {
