@@ -3,6 +3,7 @@
 
 use std::error::Error;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
 
@@ -95,13 +96,15 @@ where
 {
     let barrier = Barrier::new(threads + 1);
     let lats = Mutex::new(Vec::new());
+    let switches = AtomicU64::new(0);
     let first_error: Mutex<Option<BoxError>> = Mutex::new(None);
     let start = std::thread::scope(|s| {
         for t in 0..threads {
-            let (barrier, lats, first_error, op) = (&barrier, &lats, &first_error, &op);
+            let (barrier, lats, first_error, op, switches) = (&barrier, &lats, &first_error, &op, &switches);
             s.spawn(move || {
                 let mut mine = Vec::with_capacity(1 << 14);
                 barrier.wait();
+                let switches_before = thread_switches();
                 let deadline = Instant::now() + dur;
                 let mut seq = 0u64;
                 while Instant::now() < deadline {
@@ -113,6 +116,8 @@ where
                     mine.push(t0.elapsed().as_nanos() as u64);
                     seq += 1;
                 }
+                let switched = thread_switches().zip(switches_before).map(|(a, b)| a.saturating_sub(b));
+                switches.fetch_add(switched.unwrap_or(0), Ordering::Relaxed);
                 lock(lats).extend(mine);
             });
         }
@@ -124,7 +129,36 @@ where
         return Err(e);
     }
     let lats = std::mem::take(&mut *lock(&lats));
+    *lock(&LAST_DRIVE) = Some((lats.len() as u64, switches.load(Ordering::Relaxed)));
     Ok((lats.len() as u64, secs, lats))
+}
+
+/// `(calls, context switches of the writer threads)` of the last `drive`.
+static LAST_DRIVE: Mutex<Option<(u64, u64)>> = Mutex::new(None);
+
+/// Context switches per call of the writer threads in the last [`drive`],
+/// if it made `calls` calls (so a stale value is never reported).
+pub fn last_drive_switches_per_call(calls: u64) -> Option<f64> {
+    match *lock(&LAST_DRIVE) {
+        Some((n, switches)) if n == calls && n > 0 => Some(switches as f64 / n as f64),
+        _ => None,
+    }
+}
+
+/// This thread's context switches so far (voluntary + involuntary, from
+/// `/proc/thread-self/status`); `None` where that file does not exist.
+fn thread_switches() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/thread-self/status").ok()?;
+    let mut total = 0;
+    for line in status.lines() {
+        if let Some(rest) = line
+            .strip_prefix("voluntary_ctxt_switches:")
+            .or_else(|| line.strip_prefix("nonvoluntary_ctxt_switches:"))
+        {
+            total += rest.trim().parse::<u64>().ok()?;
+        }
+    }
+    Some(total)
 }
 
 /// Locks a mutex, ignoring poisoning (a panicked writer already failed the run).

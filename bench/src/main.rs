@@ -196,6 +196,7 @@ fn sample(rep: usize, value: f64, run: &Run) -> Sample {
         p50_us: percentile_us(&lat, 50.0),
         p99_us: percentile_us(&lat, 99.0),
         records_per_fsync: run.records_per_fsync,
+        switches_per_call: common::last_drive_switches_per_call(run.lat_ns.len() as u64),
         ratio: None,
     }
 }

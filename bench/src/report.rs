@@ -20,6 +20,9 @@ pub struct Sample {
     /// Records per fsync (this WAL's `Stats::records_per_fsync`; 1 for the
     /// raw loop; `None` where a peer does not report it).
     pub records_per_fsync: Option<f64>,
+    /// Context switches of the writer threads per durable call (from
+    /// `/proc/thread-self/status`; W1-W3, W5, W8).
+    pub switches_per_call: Option<f64>,
     /// `value` divided by the limit measured in the same repetition.
     pub ratio: Option<f64>,
 }
@@ -69,6 +72,11 @@ impl Row {
     /// Median records per fsync.
     pub fn rpf(&self) -> Option<f64> {
         self.median_of(|s| s.records_per_fsync)
+    }
+
+    /// Median context switches per call.
+    pub fn switches(&self) -> Option<f64> {
+        self.median_of(|s| s.switches_per_call)
     }
 }
 
@@ -131,8 +139,8 @@ fn opt(x: Option<f64>) -> String {
 /// The markdown table: one line per row, medians over repetitions.
 pub fn markdown(rows: &[Row]) -> String {
     let mut out = String::from(
-        "| workload | system | median | p50 µs | p99 µs | rec/fsync | ratio | ratio to | reps | note |\n\
-         |---|---|---:|---:|---:|---:|---:|---|---:|---|\n",
+        "| workload | system | median | p50 µs | p99 µs | rec/fsync | cs/call | ratio | ratio to | reps | note |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---|---:|---|\n",
     );
     for r in rows {
         let value = r
@@ -140,13 +148,14 @@ pub fn markdown(rows: &[Row]) -> String {
             .map_or_else(|| "n/a".into(), |v| format!("{} {}", num(v), r.unit));
         let ratio = r.ratio().map_or_else(|| "n/a".into(), |x| format!("{x:.2}x"));
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             r.workload,
             r.system,
             value,
             opt(r.p50()),
             opt(r.p99()),
             opt(r.rpf()),
+            opt(r.switches()),
             ratio,
             r.ratio_to,
             r.samples.len(),
@@ -242,6 +251,7 @@ mod tests {
             p50_us: Some(100.0),
             p99_us: Some(250.0 + rep as f64),
             records_per_fsync: Some(1.0),
+            switches_per_call: Some(2.0),
             ratio: Some(ratio),
         };
         let row = Row {
@@ -256,7 +266,7 @@ mod tests {
         let line = t.lines().nth(2).unwrap();
         assert_eq!(
             line,
-            "| W1 | wal (default) | 5,000 rec/s | 100 | 251 | 1.00 | 1.00x | best raw | 3 | a/b |"
+            "| W1 | wal (default) | 5,000 rec/s | 100 | 251 | 1.00 | 2.00 | 1.00x | best raw | 3 | a/b |"
         );
         assert_eq!(median(vec![1.0, 3.0]), Some(2.0));
         assert_eq!(percentile_us(&[1000, 2000, 3000, 4000], 50.0), Some(2.0));
