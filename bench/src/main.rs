@@ -265,6 +265,8 @@ fn durable(ctx: &mut Ctx, workload: &str, threads: usize, size: usize, prezero: 
 enum BulkSys {
     Wal,
     WalBatch,
+    /// `append` per record with `Options::write_buffer_bytes = 1 MiB`.
+    WalBuffered,
     Okay,
     Raft,
     Raw(raw::Bulk),
@@ -275,6 +277,7 @@ impl BulkSys {
         match self {
             BulkSys::Wal => "wal (default)".into(),
             BulkSys::WalBatch => "wal append_batch(1024)".into(),
+            BulkSys::WalBuffered => "wal write_buffer(1 MiB)".into(),
             BulkSys::Okay => "okaywal".into(),
             BulkSys::Raft => "raft-engine".into(),
             BulkSys::Raw(raw::Bulk::Grow) => "raw grow".into(),
@@ -291,6 +294,7 @@ fn bulk(ctx: &mut Ctx, workload: &str) {
     let systems = [
         BulkSys::Wal,
         BulkSys::WalBatch,
+        BulkSys::WalBuffered,
         BulkSys::Okay,
         BulkSys::Raft,
         BulkSys::Raw(raw::Bulk::Grow),
@@ -306,8 +310,9 @@ fn bulk(ctx: &mut Ctx, workload: &str) {
         for sys in rotated(&systems, rep) {
             let dir = ctx.fresh(&sys.name());
             let r = match sys {
-                BulkSys::Wal => walsys::bulk(&dir, n, 256, 1),
-                BulkSys::WalBatch => walsys::bulk(&dir, n, 256, 1024),
+                BulkSys::Wal => walsys::bulk(&dir, n, 256, 1, 0),
+                BulkSys::WalBatch => walsys::bulk(&dir, n, 256, 1024, 0),
+                BulkSys::WalBuffered => walsys::bulk(&dir, n, 256, 1, 1 << 20),
                 BulkSys::Okay => okay::bulk(&dir, n, 256),
                 BulkSys::Raft => raft::bulk(&dir, n, 256),
                 BulkSys::Raw(how) => raw::bulk(&dir, n, 256, how),

@@ -147,9 +147,11 @@ pub fn churn(dir: &Path, threads: usize, size: usize, dur: Duration, segment_byt
 
 /// W4: `n` records under `SyncPolicy::Manual`, `batch` per call (`append`
 /// when 1, else `append_batch`), then one `sync`. Timed: appends and sync.
-pub fn bulk(dir: &Path, n: u64, size: usize, batch: usize) -> BResult<Run> {
+/// `write_buffer_bytes`: `Options::write_buffer_bytes` (0: off).
+pub fn bulk(dir: &Path, n: u64, size: usize, batch: usize, write_buffer_bytes: usize) -> BResult<Run> {
     let opts = Options {
         sync_policy: SyncPolicy::Manual,
+        write_buffer_bytes,
         ..Options::default()
     };
     let wal = open(dir, Variant::DEFAULT, opts)?;

@@ -49,6 +49,8 @@ pub trait LogApi: Send + Sync + 'static {
     fn compaction_plan(&self, opts: CompactionOptions) -> BoxFuture<'_, Result<CompactionPlan>>;
     /// [`Wal::compact`].
     fn compact(&self, opts: CompactionOptions) -> BoxFuture<'_, Result<CompactionPlan>>;
+    /// [`Wal::stats`].
+    fn stats(&self) -> BoxFuture<'_, wal::Stats>;
 }
 
 /// One step of an iterator: `(index, payload)`, an error, or `None` when caught up.
@@ -160,5 +162,8 @@ impl<F: Fs> LogApi for WalAdapter<F> {
     }
     fn compact(&self, opts: CompactionOptions) -> BoxFuture<'_, Result<CompactionPlan>> {
         Box::pin(self.wal.compact(opts))
+    }
+    fn stats(&self) -> BoxFuture<'_, wal::Stats> {
+        Box::pin(self.wal.stats())
     }
 }

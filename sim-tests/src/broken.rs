@@ -292,4 +292,7 @@ impl LogApi for BrokenWal {
     fn compact(&self, opts: CompactionOptions) -> BoxFuture<'_, Result<CompactionPlan>> {
         self.inner.compact(opts)
     }
+    fn stats(&self) -> BoxFuture<'_, wal::Stats> {
+        self.inner.stats()
+    }
 }

@@ -326,6 +326,9 @@ pub struct RunConfig {
     pub lifecycle: LifecycleMix,
     /// Compaction limits (relative to the segment size).
     pub compaction: CompactionOptions,
+    /// `Options::write_buffer_bytes`: 0 (off) unless the policy is `Manual`,
+    /// then sometimes 4 KiB..1 MiB.
+    pub write_buffer_bytes: usize,
 }
 
 /// Log-uniform draw in `[lo, hi]`.
@@ -488,6 +491,13 @@ impl RunConfig {
             small_segment_bytes: segment_size_bytes * rng.random_range(1..=3),
             max_output_bytes: segment_size_bytes * rng.random_range(2..=8),
         };
+        // The write buffer (drawn last, and only under Manual, so that every
+        // other parameter of a seed stays what it was).
+        let write_buffer_bytes = if sync == SyncKind::Manual && rng.random_bool(0.4) {
+            (log_uniform(&mut rng, 4096.0, f64::from(1u32 << 20)).round() as usize).clamp(4096, 1 << 20)
+        } else {
+            0
+        };
 
         // Overrides.
         if let Some(keep) = ov.mask {
@@ -543,6 +553,7 @@ impl RunConfig {
             mix,
             lifecycle,
             compaction,
+            write_buffer_bytes,
         }
     }
 
@@ -593,6 +604,7 @@ impl RunConfig {
             max_record_bytes: self.max_record_bytes,
             max_batch_records: self.max_batch.max(1),
             max_queue_appends: self.max_queue_appends,
+            write_buffer_bytes: self.write_buffer_bytes,
             ..Options::default()
         }
     }
@@ -644,6 +656,13 @@ impl fmt::Display for RunConfig {
             "  sync {:?}  recovery {:?}  fs profile {:?}  atomic unit {} B  latency {:?} us",
             self.sync, self.recovery_mode, self.profile, self.atomic_unit, self.latency_us
         )?;
+        if self.write_buffer_bytes > 0 {
+            writeln!(
+                f,
+                "  write buffer {} B (buffered records are lost at a process crash)",
+                self.write_buffer_bytes
+            )?;
+        }
         writeln!(
             f,
             "  rounds {} x {} ops/writer  crash {}% (power loss {}%)  crash in open {}%  disk full {}%  close {}%  solo {}%",
@@ -729,6 +748,20 @@ mod tests {
         assert_eq!(b.rounds, 1);
         assert_eq!(a.writers, b.writers);
         assert_eq!(a.segment_size_bytes, b.segment_size_bytes);
+        assert_eq!(a.write_buffer_bytes, b.write_buffer_bytes);
         assert!(!b.faults.any());
+    }
+
+    #[test]
+    fn the_write_buffer_is_drawn_only_under_manual() {
+        let cfgs: Vec<RunConfig> = (0..400).map(RunConfig::from_seed).collect();
+        assert!(cfgs.iter().all(|c| c.write_buffer_bytes == 0
+            || (c.sync == SyncKind::Manual && (4096..=1 << 20).contains(&c.write_buffer_bytes))));
+        let on = cfgs.iter().filter(|c| c.write_buffer_bytes > 0).count();
+        let manual = cfgs.iter().filter(|c| c.sync == SyncKind::Manual).count();
+        assert!(on > 0 && on < manual, "{on} of {manual} Manual seeds buffer");
+        assert!(cfgs
+            .iter()
+            .all(|c| c.options(RunConfig::madsim_sleeper()).validate().is_ok()));
     }
 }

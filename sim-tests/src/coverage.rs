@@ -69,11 +69,15 @@ pub enum Mark {
     CrashDuringTruncate,
     /// A crash hit while a compaction ran.
     CrashDuringCompaction,
+    /// The write buffer (`Options::write_buffer_bytes`) was written: counts
+    /// the WAL's `Stats::buffer_flushes` (full buffer, sync, seal, close,
+    /// truncation, full prune, compaction, reads of buffered records).
+    BufferFlushed,
 }
 
 impl Mark {
     /// The marks every default sweep must reach.
-    pub const REQUIRED: [Mark; 20] = [
+    pub const REQUIRED: [Mark; 21] = [
         Mark::PruneDone,
         Mark::FullPrune,
         Mark::SnapshotInstall,
@@ -94,6 +98,7 @@ impl Mark {
         Mark::AbsoluteRefused,
         Mark::WrongIndexRefused,
         Mark::HealCompleted,
+        Mark::BufferFlushed,
     ];
 }
 
@@ -156,6 +161,13 @@ impl Coverage {
     /// Counts a mark.
     pub fn mark(&mut self, m: Mark) {
         *self.marks.entry(m).or_insert(0) += 1;
+    }
+
+    /// Counts a mark `n` times.
+    pub fn mark_n(&mut self, m: Mark, n: u64) {
+        if n > 0 {
+            *self.marks.entry(m).or_insert(0) += n;
+        }
     }
 
     /// Count of a mark.

@@ -12,7 +12,12 @@
 //!   started after it (or an `Ok` `close()`) under `Manual`: durable, present
 //!   byte for byte after any crash (strong mode only).
 //! * `Ok` under any policy: present after a *process* crash, unless the WAL
-//!   had stopped (a failed fsync may revert the page cache).
+//!   had stopped (a failed fsync may revert the page cache). With the write
+//!   buffer on (`Options::write_buffer_bytes`), only the records that were in
+//!   the file: those below the highest index a read or an iterator returned
+//!   in this instance (a read writes the buffer first); the others may be
+//!   lost, and since the recovered log is contiguous and every record must
+//!   sit at its acknowledged index, only as a suffix, never a gap.
 //! * `Err(AppendFailed)`: nothing of the group is in the log, ever.
 //! * `Err(Stopped)`, or an append aborted by a crash: unknown.
 //! * After a recovery the log is a contiguous prefix, every record is one an
@@ -108,12 +113,20 @@ struct Instance {
     /// The model is exact (false after a lifecycle operation failed in a
     /// way that leaves memory and disk undetermined until reopen).
     model_valid: bool,
+    /// With the write buffer: records below this index were in the segment
+    /// file when a read or an iterator returned one of them (reads write the
+    /// buffer first), so they survive a process crash. Lowered by
+    /// truncations (the indices above are reused by buffered records).
+    written_next: u64,
 }
 
 /// The oracle of one run.
 pub struct Oracle {
     first_index: u64,
     syncs_every_append: bool,
+    /// `Options::write_buffer_bytes` is on: acknowledged records may be lost
+    /// at a process crash until written.
+    buffered: bool,
     weak: bool,
     media_damage: bool,
     eio_read: bool,
@@ -176,6 +189,7 @@ impl Oracle {
         Oracle {
             first_index: cfg.first_index,
             syncs_every_append: !matches!(cfg.sync, SyncKind::Manual),
+            buffered: cfg.write_buffer_bytes > 0,
             weak: cfg.weak(),
             media_damage: cfg.media_damage(),
             eio_read: cfg.on(FaultClass::EioRead)
@@ -553,6 +567,8 @@ impl Oracle {
     /// Checks one record read from the live log at `index`.
     pub fn check_record(&mut self, index: u64, p: &[u8]) -> bool {
         self.cov.checks.records += 1;
+        // Served from the file: it and every record before it were written.
+        self.inst.written_next = self.inst.written_next.max(index + 1);
         let slot = match self.slot_of(index, p) {
             Ok(s) => s,
             Err(v) => {
@@ -735,6 +751,8 @@ impl Oracle {
     /// exactly the model: what was there at open plus what this instance
     /// acknowledged, minus what prunes and truncations removed.
     pub fn check_live(&mut self, first: u64, next: u64, slots: &[Slot]) {
+        // The scan read everything: the whole log is in the files.
+        self.inst.written_next = self.inst.written_next.max(next);
         if !self.inst.model_valid {
             return;
         }
@@ -871,6 +889,8 @@ impl Oracle {
     /// have removed them): no longer required, and a batch cut there is
     /// not a torn batch.
     fn truncation_may_cut(&mut self, from: u64) {
+        // New records at `from` and above start in the write buffer again.
+        self.inst.written_next = self.inst.written_next.min(from);
         self.must = {
             let mut m = std::mem::take(&mut self.must);
             drop(m.split_off(&from));
@@ -1051,9 +1071,15 @@ impl Oracle {
             }
         }
         if kind == CrashKind::Process && !wal_stopped && self.inst.stopped_at.is_none() {
+            // With the write buffer, only what had been written to the file.
+            let upto = if self.buffered {
+                self.inst.written_next
+            } else {
+                u64::MAX
+            };
             self.inst
                 .acked
-                .range(self.inst.model_first..)
+                .range(self.inst.model_first..upto.max(self.inst.model_first))
                 .map(|(i, r)| (*i, *r))
                 .collect()
         } else {

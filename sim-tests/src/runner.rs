@@ -167,6 +167,11 @@ struct Sim {
     open_crashes: u64,
     /// SimFs trace position at the last open.
     open_seq: u64,
+    /// `Stats::buffer_flushes` of the open WAL at the last look.
+    flushes_seen: u64,
+    /// The last scan ended because the WAL stopped under it (with the write
+    /// buffer, a scan writes the buffer, and that write can fail).
+    scan_stopped: bool,
 }
 
 /// Outcome of one reopen.
@@ -194,6 +199,8 @@ async fn simulate(cfg: RunConfig, opener: Opener) -> (Oracle, u64, RunEnd, Vec<S
         pending_truncate: None,
         open_crashes: 0,
         open_seq: 0,
+        flushes_seen: 0,
+        scan_stopped: false,
     };
     ctx.oracle()
         .event(&format!("start: {}", cfg.to_string().replace('\n', " |")));
@@ -392,6 +399,7 @@ impl Sim {
             self.last_slots = slots.clone();
             self.last_first = first;
             self.wal = Some(wal);
+            self.flushes_seen = 0;
             return Reopened::Open(slots);
         }
         if cfg.on(FaultClass::LatentSectorError) || cfg.media_damage() {
@@ -402,6 +410,37 @@ impl Sim {
             .oracle()
             .violation("could not reopen the log in 60 attempts".into());
         self.ended(RunEnd::Failed)
+    }
+
+    /// A stopped WAL: every call fails with `Stopped` (checked), then close
+    /// and reopen without a crash (the page cache is as the process left it).
+    async fn close_stopped_and_reopen(&mut self, wal: Arc<dyn LogApi>) {
+        let start = self.ctx.oracle().now();
+        let r = wal.sync().await;
+        self.ctx.oracle().finish_sync(start, &r);
+        let start = self.ctx.oracle().now();
+        let first = wal.first_index();
+        let r = wal.read(first).await;
+        let next = wal.next_index();
+        self.ctx.oracle().finish_read(start, first, first, next, &r);
+        let start = self.ctx.oracle().now();
+        self.wal = None;
+        let r = wal.close().await;
+        self.ctx.oracle().finish_close(start, &r);
+        self.reopen(BTreeMap::new(), false).await;
+    }
+
+    /// Counts the write buffer's writes since the last look (coverage mark
+    /// `BufferFlushed`; only with the buffer on, so that other seeds make
+    /// no extra calls).
+    async fn note_flushes(&mut self, wal: &Arc<dyn LogApi>) {
+        if self.ctx.cfg.write_buffer_bytes == 0 {
+            return;
+        }
+        let n = wal.stats().await.buffer_flushes;
+        let new = n.saturating_sub(self.flushes_seen);
+        self.flushes_seen = n;
+        self.ctx.oracle().cov.mark_n(Mark::BufferFlushed, new);
     }
 
     fn ended(&mut self, end: RunEnd) -> Reopened {
@@ -438,6 +477,17 @@ impl Sim {
                         // Transient errors are budgeted per position: a long
                         // scan over a flaky disk makes progress.
                         errors = 0;
+                    }
+                    Some(Err(e)) if e.is_stopped() && cfg.write_buffer_bytes > 0 => {
+                        // The scan wrote the write buffer, and that write
+                        // failed: the WAL stopped (fail-stop, checked by the
+                        // caller, which closes and reopens).
+                        self.ctx
+                            .oracle()
+                            .event(&format!("scan at {pos}: {e}").replace('\n', " "));
+                        self.ctx.oracle().note_stopped(&e);
+                        self.scan_stopped = true;
+                        return None;
                     }
                     Some(Err(e)) => {
                         errors += 1;
@@ -571,24 +621,13 @@ impl Sim {
             }
         }
         if stopped.is_some() {
-            // Every call fails with Stopped until reopen.
-            let start = self.ctx.oracle().now();
-            let r = wal.sync().await;
-            self.ctx.oracle().finish_sync(start, &r);
-            let start = self.ctx.oracle().now();
-            let first = wal.first_index();
-            let r = wal.read(first).await;
-            let next = wal.next_index();
-            self.ctx.oracle().finish_read(start, first, first, next, &r);
-            let start = self.ctx.oracle().now();
-            self.wal = None;
-            let r = wal.close().await;
-            self.ctx.oracle().finish_close(start, &r);
-            // Reopen without a crash: the page cache is as the process left it.
-            self.reopen(BTreeMap::new(), false).await;
+            self.close_stopped_and_reopen(wal).await;
             return;
         }
         let Some((first, next, entries)) = self.scan(&wal).await else {
+            if std::mem::take(&mut self.scan_stopped) {
+                self.close_stopped_and_reopen(wal).await;
+            }
             return;
         };
         let slots = {
@@ -601,6 +640,7 @@ impl Sim {
         };
         self.last_slots = slots.clone();
         self.check_segments(&wal).await;
+        self.note_flushes(&wal).await;
         let (slots, wal) = if self.pct(cfg.lifecycle.pct) {
             match self.lifecycle(wal).await {
                 Some(r) => r,
@@ -834,7 +874,12 @@ impl Sim {
                 self.reopen(BTreeMap::new(), false).await;
                 return None;
             }
-            let (f, n, entries) = self.scan(&wal).await?;
+            let Some((f, n, entries)) = self.scan(&wal).await else {
+                if std::mem::take(&mut self.scan_stopped) {
+                    self.close_stopped_and_reopen(wal).await;
+                }
+                return None;
+            };
             {
                 let mut o = self.ctx.oracle();
                 slots = o.check_scan(f, n, &entries)?;
@@ -964,6 +1009,7 @@ impl Sim {
             let r = wal.sync().await;
             self.ctx.oracle().finish_sync(start, &r);
         }
+        self.note_flushes(&wal).await;
         let start = self.ctx.oracle().now();
         self.wal = None;
         let r = wal.close().await;

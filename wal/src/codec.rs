@@ -265,6 +265,20 @@ pub fn encode_frame(
     durable_next: u64,
     payload: &[u8],
 ) {
+    encode_frame_seeded(out, &seed.hasher(), kind, index, durable_next, payload);
+}
+
+/// [`encode_frame`] with the seed already hashed (`FrameSeed::hasher`, kept
+/// by the writer per segment): the append path hashes it once per segment,
+/// not once per frame.
+pub(crate) fn encode_frame_seeded(
+    out: &mut Vec<u8>,
+    seeded: &Hasher,
+    kind: FrameKind,
+    index: u64,
+    durable_next: u64,
+    payload: &[u8],
+) {
     assert!(payload.len() <= MAX_RECORD_BYTES as usize, "record too large");
     let start = out.len();
     let mut h = [0u8; FRAME_HEADER_BYTES];
@@ -273,7 +287,7 @@ pub fn encode_frame(
     h[16..24].copy_from_slice(&durable_next.to_le_bytes());
     h[24] = kind as u8;
     // 25..28 flags and reserved: zero.
-    let mut hh = seed.hasher();
+    let mut hh = seeded.clone();
     hh.update(&h[4..28]);
     let header_crc = hh.clone().finalize();
     h[28..32].copy_from_slice(&header_crc.to_le_bytes());

@@ -6,6 +6,15 @@
 //! is exactly one writer. Appenders wait on their own completion channel or
 //! for the writer mutex, whichever comes first: whoever gets the mutex leads
 //! the next group (leader/follower, no background task, any executor).
+//!
+//! With `Options::write_buffer_bytes` (only under `SyncPolicy::Manual`) the
+//! writer encodes frames into `Writer::pending` instead of writing them, and
+//! `Writer::flush` writes them with one positional write: before a record
+//! would take the buffer past its size, and before anything that needs the
+//! records in the file (sync, seal, close, truncation, full prune,
+//! compaction, reads: `Inner::ensure_written`). An append that finds the
+//! writer mutex free and the queue empty takes the lean path,
+//! `Writer::try_append_buffered`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -15,7 +24,7 @@ use futures::channel::oneshot;
 use simfs::{File, Fs, OpenOptions};
 use tracing::{debug, info, warn};
 
-use crate::codec::{encode_frame, encode_padding, frame_len, padding_len, FrameKind};
+use crate::codec::{encode_frame_seeded, encode_padding, frame_len, padding_len, FrameKind};
 use crate::error::{Error, Result};
 use crate::lifecycle::ActiveTail;
 use crate::options::SyncPolicy;
@@ -45,6 +54,8 @@ struct Active<F: Fs> {
     /// writes below it change no file size and an fdatasync commits no
     /// metadata. At least `write_offset`.
     zeroed_until: u64,
+    /// `seg.seed.hasher()`, computed once: the lean append path encodes with it.
+    seeded: crc32fast::Hasher,
 }
 
 /// The single writer's state, behind the async `writer` mutex.
@@ -54,6 +65,15 @@ pub(crate) struct Writer<F: Fs> {
     buf: Vec<u8>,
     /// Zeros for preallocation (kept to avoid reallocating).
     zeros: Vec<u8>,
+    /// The write buffer: frames of acknowledged records of the active
+    /// segment, not yet written; they go at `active.write_offset`. Empty
+    /// whenever the active segment changes (seal, truncation, full prune).
+    pending: Vec<u8>,
+    /// Sparse-index entries of the pending frames (published when written).
+    pending_sparse: Vec<(u64, u64)>,
+    /// One past the last pending record (meaningful while `pending` is not
+    /// empty).
+    pending_next: u64,
 }
 
 impl<F: Fs> Writer<F> {
@@ -67,6 +87,7 @@ impl<F: Fs> Writer<F> {
                     write_offset: m.end_offset,
                     records: m.last_index.map_or(0, |l| l - seg.first_index + 1),
                     zeroed_until: m.end_offset,
+                    seeded: seg.seed.hasher(),
                 })
             }
             _ => None,
@@ -75,7 +96,158 @@ impl<F: Fs> Writer<F> {
             active,
             buf: Vec::new(),
             zeros: Vec::new(),
+            pending: Vec::new(),
+            pending_sparse: Vec::new(),
+            pending_next: 0,
         }
+    }
+
+    /// Where the next frame goes: the end of the written frames plus the
+    /// pending ones.
+    fn end_of(&self, a: &Active<F>) -> u64 {
+        a.write_offset + self.pending.len() as u64
+    }
+
+    /// Writes the write buffer (`Options::write_buffer_bytes`) with one
+    /// positional write at the end of the active segment, then publishes its
+    /// records as written (segment end, last index, sparse index,
+    /// `State::unwritten_from`). A no-op when nothing is buffered.
+    ///
+    /// A failure stops the WAL: the buffered records were acknowledged and
+    /// can no longer be promised (like a failed fsync). Dropping the future
+    /// mid-write is harmless: nothing is published before the write
+    /// returned, and the next flush writes the same bytes at the same offset
+    /// again.
+    pub(crate) async fn flush(&mut self, inner: &Inner<F>) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        // A stopped WAL writes nothing more (its files may not be what
+        // memory says, e.g. after a failed fsync).
+        inner.state().check_usable()?;
+        let Some(active) = self.active.as_mut() else {
+            return Err(inner.stop(Error::InvalidArgument(
+                "buffered records without an active segment".into(),
+            )));
+        };
+        let offset = active.write_offset;
+        if let Err(e) = active.file.write_all_at(&self.pending, offset).await {
+            return Err(inner.stop(Error::io("write buffered records", active.seg.path(), offset, e)));
+        }
+        let written = self.pending.len() as u64;
+        active.write_offset += written;
+        // No zero-fill ahead with the buffer (see `Options::preallocate_bytes`).
+        active.zeroed_until = active.zeroed_until.max(active.write_offset);
+        {
+            let mut m = active.seg.meta();
+            m.last_index = Some(self.pending_next - 1);
+            m.end_offset = active.write_offset;
+            m.sparse.append(&mut self.pending_sparse);
+        }
+        self.pending.clear();
+        let mut st = inner.state();
+        debug_assert!(st.unwritten_from.is_some(), "buffered records are marked unwritten");
+        debug_assert_eq!(
+            st.readable_next, self.pending_next,
+            "the buffer holds the newest records"
+        );
+        st.unwritten_from = None;
+        st.stats.writes += 1;
+        st.stats.bytes_written += written;
+        st.stats.buffer_flushes += 1;
+        debug!(next = self.pending_next, bytes = written, "write buffer written");
+        Ok(())
+    }
+
+    /// The lean append path of the write buffer, for an appender that got
+    /// the writer mutex with `try_lock`: admission (the same checks and index
+    /// assignment as `Inner::admit`), encoding into the buffer and
+    /// publication in ONE critical section of the state lock, with no
+    /// `.await` from admission to publication (so there is nothing for
+    /// `Critical` to guard, and no queue entry or channel). The queue must be
+    /// empty: then everything admitted before is published (we hold the
+    /// writer mutex), and anything admitted after gets a higher index and is
+    /// written after ours, by whoever holds the mutex next.
+    ///
+    /// `None` (nothing changed) when the group path must decide: the queue
+    /// is not empty or admission is paused, the clean marker must go first,
+    /// no active segment or it must be sealed first (size, record count,
+    /// unaligned durable tail), `append_at` at another index (`WrongIndex`
+    /// or a snapshot install), the end of the index space.
+    pub(crate) async fn try_append_buffered(
+        &mut self,
+        inner: &Inner<F>,
+        records: &[Vec<u8>],
+        batch: bool,
+        bytes: usize,
+        at: Option<u64>,
+    ) -> Option<Result<u64>> {
+        if inner.marker_present.load(std::sync::atomic::Ordering::Acquire) {
+            return None;
+        }
+        let n = records.len() as u64;
+        let frame_bytes: u64 = records.iter().map(|p| frame_len(p.len()) as u64).sum();
+        // Make room before admission: a failed write then fails this append
+        // (its record is not admitted) and stops the WAL.
+        let limit = inner.opts.write_buffer_bytes as u64;
+        if !self.pending.is_empty() && self.pending.len() as u64 + frame_bytes > limit {
+            if let Err(e) = self.flush(inner).await {
+                return Some(Err(e));
+            }
+        }
+        let a = self.active.as_ref()?;
+        let end = self.end_of(a);
+        if a.records > 0
+            && (end + frame_bytes > inner.opts.segment_size_bytes || a.records + n > inner.opts.segment_max_records)
+        {
+            return None;
+        }
+        let mut st = inner.state();
+        if let Err(e) = st.check_usable() {
+            return Some(Err(e));
+        }
+        if !st.queue.is_empty() || st.admission_paused || st.reseatable {
+            return None;
+        }
+        let first = st.admit_next;
+        if at.is_some_and(|i| i != first) {
+            return None;
+        }
+        let next = first.checked_add(n).filter(|&x| x < u64::MAX)?;
+        debug_assert_eq!(
+            st.readable_next, first,
+            "queue empty + writer mutex: all admitted is published"
+        );
+        // The durable tail ends mid-block (as in `write_group`): seal first.
+        if a.records > 0 && end % inner.opts.durable_alignment_bytes != 0 && st.durable_next == first {
+            return None;
+        }
+        let durable_next = st.durable_next;
+        let (seeded, seg_first, write_offset) = (&a.seeded, a.seg.first_index, a.write_offset);
+        for (i, payload) in records.iter().enumerate() {
+            let index = first + i as u64;
+            let kind = match (batch, i as u64 + 1 == n) {
+                (false, _) => FrameKind::Record,
+                (true, false) => FrameKind::BatchMember,
+                (true, true) => FrameKind::BatchEnd,
+            };
+            if (index - seg_first) % ACTIVE_SPARSE_STRIDE == 0 {
+                self.pending_sparse
+                    .push((index, write_offset + self.pending.len() as u64));
+            }
+            encode_frame_seeded(&mut self.pending, seeded, kind, index, durable_next, payload);
+        }
+        if let Some(a) = self.active.as_mut() {
+            a.records += n;
+        }
+        self.pending_next = next;
+        st.unwritten_from.get_or_insert(first);
+        st.admit_next = next;
+        st.readable_next = next;
+        st.stats.appends += 1;
+        st.stats.records += n;
+        st.stats.payload_bytes += bytes as u64;
+        Some(Ok(first))
     }
 
     /// Leads one group: drains the queue, writes, syncs, completes requests.
@@ -167,8 +339,17 @@ impl<F: Fs> Writer<F> {
             .flat_map(|r| r.records.iter())
             .map(|p| frame_len(p.len()) as u64)
             .sum();
+        let buffered = inner.buffered();
+        if buffered
+            && !self.pending.is_empty()
+            && self.pending.len() as u64 + frame_bytes > inner.opts.write_buffer_bytes as u64
+        {
+            // Make room first: a failed write then fails this group (not yet
+            // acknowledged) and stops the WAL.
+            self.flush(inner).await.map_err(GroupError::Stop)?;
+        }
         if let Some(a) = &self.active {
-            let full = a.write_offset + frame_bytes > inner.opts.segment_size_bytes
+            let full = self.end_of(a) + frame_bytes > inner.opts.segment_size_bytes
                 || a.records + records > inner.opts.segment_max_records;
             if a.records > 0 && full {
                 match self.seal(inner).await {
@@ -183,7 +364,7 @@ impl<F: Fs> Writer<F> {
             // into that sector again; start a new segment instead.
             let align = inner.opts.durable_alignment_bytes;
             let durable_tail = inner.state().durable_next == group[0].first_index;
-            if a.records > 0 && a.write_offset % align != 0 && durable_tail {
+            if a.records > 0 && self.end_of(a) % align != 0 && durable_tail {
                 match self.seal(inner).await {
                     Err(GroupError::Abort(e)) => warn!(error = %e, "rotation failed; writing after an unaligned tail"),
                     other => other?,
@@ -198,8 +379,14 @@ impl<F: Fs> Writer<F> {
         };
         let offset = active.write_offset;
         let mut sparse = Vec::new();
-        let buf = &mut self.buf;
-        buf.clear();
+        // With the write buffer the frames go after the pending ones (which
+        // start at `offset`); without it into the cleared encode buffer.
+        let buf = if buffered {
+            &mut self.pending
+        } else {
+            self.buf.clear();
+            &mut self.buf
+        };
         for r in group {
             let n = r.records.len();
             for (i, payload) in r.records.iter().enumerate() {
@@ -212,8 +399,28 @@ impl<F: Fs> Writer<F> {
                 if (index - active.seg.first_index) % ACTIVE_SPARSE_STRIDE == 0 {
                     sparse.push((index, offset + buf.len() as u64));
                 }
-                encode_frame(buf, active.seg.seed, kind, index, durable_next, payload);
+                encode_frame_seeded(buf, &active.seeded, kind, index, durable_next, payload);
             }
+        }
+        if buffered {
+            // Acknowledged from the buffer; written by `flush`.
+            let last = &group[group.len() - 1];
+            let next = last.first_index + last.records.len() as u64;
+            active.records += records;
+            self.pending_sparse.extend(sparse);
+            self.pending_next = next;
+            let mut st = inner.state();
+            debug_assert_eq!(
+                st.readable_next, group[0].first_index,
+                "groups are published in index order"
+            );
+            st.unwritten_from.get_or_insert(group[0].first_index);
+            st.readable_next = next;
+            st.stats.appends += group.len() as u64;
+            st.stats.records += records;
+            st.stats.payload_bytes += group.iter().map(|r| r.bytes as u64).sum::<u64>();
+            debug!(first = group[0].first_index, next, "group buffered");
+            return Ok(());
         }
         let synced = inner.syncs_every_write();
         if synced {
@@ -307,6 +514,9 @@ impl<F: Fs> Writer<F> {
     /// Makes everything written durable (see [`crate::Wal::sync`]).
     pub(crate) async fn sync(&mut self, inner: &Inner<F>) -> Result<()> {
         inner.state().check_usable()?;
+        // Buffered records first: afterwards everything readable is written
+        // (publication needs the writer mutex, which we hold).
+        self.flush(inner).await?;
         let (readable, durable) = {
             let st = inner.state();
             (st.readable_next, st.durable_next)
@@ -372,20 +582,24 @@ impl<F: Fs> Writer<F> {
 
     /// Where the active segment ends, for the clean-shutdown marker.
     pub(crate) fn active_end(&self) -> Option<(u64, u64)> {
+        debug_assert!(self.pending.is_empty(), "close writes the buffer before the marker");
         self.active.as_ref().map(|a| (a.seg.id, a.write_offset))
     }
 
     /// Forgets the active segment (its file was removed by a full prune).
     pub(crate) fn reset_active(&mut self) {
+        debug_assert!(self.pending.is_empty(), "a full prune writes the buffer first");
         self.active = None;
     }
 
     /// Installs the segment that holds the last record after a truncation
     /// (or none: the next append creates one).
     pub(crate) fn after_truncate(&mut self, holder: Option<ActiveTail<F>>) {
+        debug_assert!(self.pending.is_empty(), "a truncation writes the buffer first");
         self.active = holder.map(|(seg, file, end)| {
             let records = seg.meta().last_index.map_or(0, |l| l - seg.first_index + 1);
             Active {
+                seeded: seg.seed.hasher(),
                 seg,
                 file,
                 write_offset: end,
@@ -412,6 +626,9 @@ impl<F: Fs> Writer<F> {
     /// Seals the active segment: data durable, then the name (rename +
     /// directory fsync), and only then the in-memory state.
     async fn seal(&mut self, inner: &Inner<F>) -> Result<(), GroupError> {
+        // The buffered records belong to this segment: write them first (a
+        // failure has stopped the WAL).
+        self.flush(inner).await.map_err(GroupError::Stop)?;
         // A failed cut or fsync leaves the WAL not knowing what is durable.
         self.trim_tail().await.map_err(GroupError::Stop)?;
         let Some(active) = &self.active else { return Ok(()) };
@@ -476,6 +693,10 @@ impl<F: Fs> Writer<F> {
     /// Creates a new active segment starting at `first`: create, header,
     /// fsync the file, fsync the directory, then publish it.
     async fn create_active(&mut self, inner: &Inner<F>, first: u64) -> Result<(), GroupError> {
+        debug_assert!(
+            self.pending.is_empty(),
+            "buffered frames belong to the old active segment"
+        );
         let id = inner.next_segment_id();
         let path = inner.dir.join(SegmentName::Active { first, id }.file_name());
         let (file, data_start) = match self.create_file(inner, &path, id, first).await {
@@ -518,6 +739,7 @@ impl<F: Fs> Writer<F> {
         ));
         inner.state().segments.push(seg.clone());
         self.active = Some(Active {
+            seeded: seg.seed.hasher(),
             seg,
             file,
             write_offset: data_start,

@@ -144,9 +144,15 @@ impl<F: Fs> WalIter<F> {
             if self.next >= st.readable_next {
                 return Ok(None);
             }
-            st.readable_next
+            (st.readable_next, st.written_next())
         };
+        let (readable_next, written_next) = readable_next;
         let index = self.next;
+        if index >= written_next {
+            // Still in the write buffer: have it written before looking for
+            // it in the file (and before reading the segment's end_offset).
+            self.inner.ensure_written(index).await?;
+        }
         let stale = match &self.reader {
             Some((seg, _)) => {
                 let passed = {

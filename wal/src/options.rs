@@ -51,7 +51,10 @@ pub enum SyncPolicy {
     Always,
     /// An append returns when its records are written to the page cache (they
     /// survive a process crash, not a power loss); [`crate::Wal::sync`] makes
-    /// everything appended before it durable.
+    /// everything appended before it durable. With
+    /// [`Options::write_buffer_bytes`] set, an append returns once its records
+    /// are in a buffer in memory: they survive neither a process crash nor a
+    /// power loss until the buffer is written (see that option).
     Manual,
     /// Like `Always`, but the group-commit leader waits up to `max_delay_us`
     /// (or until `max_records` appends are queued) before writing, so that more
@@ -140,8 +143,52 @@ pub struct Options {
     /// that durable appends overwrite allocated space and each fdatasync
     /// commits no file-size change (about 1.4x faster on ext4). 0 turns it
     /// off. The zero tail is cut when the segment is sealed or closed.
+    /// Not done while [`Options::write_buffer_bytes`] is on (no append waits
+    /// for an fdatasync then, so the zeros would only double the writes).
     pub preallocate_bytes: u64,
+    /// An opt-in write buffer in user space for [`SyncPolicy::Manual`]; 0 (the
+    /// default) turns it off. When on, an append encodes its frames into a
+    /// buffer in memory and returns; the buffer is written to the active
+    /// segment with one positional write when the next append would take it
+    /// past this many bytes, and always before [`crate::Wal::sync`], a
+    /// rotation, [`crate::Wal::close`], a truncation, a prune that empties the
+    /// log, a compaction, and any read of a buffered record. Bulk loads of
+    /// small records then cost one write call per buffer instead of one per
+    /// append.
+    ///
+    /// **Durability.** Buffered records are acknowledged and readable through
+    /// this `Wal` (reads and iterators write the buffer first), but they are
+    /// **lost on a process crash**, not only on a power loss, and so is
+    /// everything still buffered when the `Wal` is dropped without
+    /// [`crate::Wal::close`]. What a crash can take is always a suffix of the
+    /// records not yet synced, never a gap. `sync()` and `close()` make every
+    /// acknowledged record durable, as without the buffer. With 0, the
+    /// [`SyncPolicy::Manual`] promise stands: appends survive a process crash.
+    ///
+    /// **Failure.** A failed write of the buffer stops the WAL (every later
+    /// call returns `Error::Stopped`), like a failed fsync: its records were
+    /// already acknowledged.
+    ///
+    /// Only with [`SyncPolicy::Manual`] (`validate` refuses it with another
+    /// policy, whose appends must be durable when they return); at most
+    /// 64 MiB.
+    ///
+    /// ```
+    /// use wal::{Options, SyncPolicy};
+    /// let opts = Options {
+    ///     sync_policy: SyncPolicy::Manual,
+    ///     write_buffer_bytes: 1 << 20,
+    ///     ..Options::default()
+    /// };
+    /// assert!(opts.validate().is_ok());
+    /// let always = Options { write_buffer_bytes: 1 << 20, ..Options::default() };
+    /// assert!(always.validate().is_err());
+    /// ```
+    pub write_buffer_bytes: usize,
 }
+
+/// Largest `Options::write_buffer_bytes`.
+pub(crate) const MAX_WRITE_BUFFER_BYTES: usize = 64 << 20;
 
 impl Default for Options {
     fn default() -> Self {
@@ -159,6 +206,7 @@ impl Default for Options {
             durable_alignment_bytes: 4096,
             max_lease_holds: 16,
             preallocate_bytes: 1 << 20,
+            write_buffer_bytes: 0,
         }
     }
 }
@@ -201,6 +249,17 @@ impl Options {
         }
         if self.first_index == u64::MAX {
             return bad("first_index must be below u64::MAX".into());
+        }
+        if self.write_buffer_bytes > MAX_WRITE_BUFFER_BYTES {
+            return bad(format!(
+                "write_buffer_bytes {} > {MAX_WRITE_BUFFER_BYTES}",
+                self.write_buffer_bytes
+            ));
+        }
+        if self.write_buffer_bytes > 0 && !matches!(self.sync_policy, SyncPolicy::Manual) {
+            // Under Always and Batched an append must be durable when it
+            // returns: a record held in memory is not.
+            return bad("write_buffer_bytes needs SyncPolicy::Manual".into());
         }
         if let SyncPolicy::Batched {
             max_delay_us,

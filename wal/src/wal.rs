@@ -2,7 +2,7 @@
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures::channel::oneshot;
@@ -51,6 +51,25 @@ pub struct Stats {
     pub compactions: u64,
     /// Bytes of segment files on disk (known sizes).
     pub bytes_on_disk: u64,
+    /// Writes of the user-space write buffer (`Options::write_buffer_bytes`;
+    /// each also counts in `writes`). A read of a buffered record writes it:
+    ///
+    /// ```
+    /// # use std::path::Path;
+    /// # futures::executor::block_on(async {
+    /// let opts = wal::Options {
+    ///     sync_policy: wal::SyncPolicy::Manual,
+    ///     write_buffer_bytes: 1 << 20,
+    ///     ..Default::default()
+    /// };
+    /// let wal = wal::Wal::open(simfs::SimFs::new(1), Path::new("/l"), opts).await?;
+    /// let i = wal.append(b"x".to_vec()).await?;
+    /// assert_eq!(wal.stats().await.buffer_flushes, 0);
+    /// assert_eq!(wal.read(i).await?, b"x");
+    /// assert_eq!(wal.stats().await.buffer_flushes, 1);
+    /// # Ok::<_, wal::Error>(()) }).unwrap();
+    /// ```
+    pub buffer_flushes: u64,
 }
 
 impl Stats {
@@ -75,8 +94,16 @@ pub(crate) struct State<F: Fs> {
     /// Admitted appends not yet written, in index order.
     pub queue: VecDeque<Request>,
     pub queued_bytes: usize,
-    /// Records below this index are acknowledged and readable.
+    /// Records below this index are acknowledged and readable (through this
+    /// `Wal`: the newest may still be in the write buffer, see
+    /// `unwritten_from`).
     pub readable_next: u64,
+    /// The first acknowledged record that is only in the writer's write
+    /// buffer (`Options::write_buffer_bytes`), not yet in the segment file;
+    /// `None` when every readable record is in the file. Set when a record
+    /// is buffered, cleared when the buffer is written. Never `Some` across
+    /// a truncation or a full prune (both write the buffer first).
+    pub unwritten_from: Option<u64>,
     /// Records below this index are durable.
     pub durable_next: u64,
     /// The first index in the log.
@@ -93,6 +120,13 @@ pub(crate) struct State<F: Fs> {
 }
 
 impl<F: Fs> State<F> {
+    /// Records below this index are in the segment files (readers may look
+    /// for them there); from here to `readable_next` they are acknowledged
+    /// but still in the write buffer: see [`Inner::ensure_written`].
+    pub(crate) fn written_next(&self) -> u64 {
+        self.unwritten_from.unwrap_or(self.readable_next)
+    }
+
     pub(crate) fn check_usable(&self) -> Result<()> {
         if let Some(cause) = &self.stopped {
             return Err(Error::Stopped {
@@ -130,6 +164,9 @@ pub(crate) struct Inner<F: Fs> {
     /// Iterators serve buffered frames without taking a lock while it is
     /// unchanged (see `WalIter`).
     pub reader_epoch: AtomicU64,
+    /// Tasks waiting for the writer mutex to read, sync or rotate (see
+    /// `WantWriter`): the lean append path stands back while any waits.
+    pub writer_wanted: AtomicUsize,
 }
 
 impl<F: Fs> Inner<F> {
@@ -210,6 +247,29 @@ impl<F: Fs> Drop for Critical<'_, F> {
                 operation: self.operation,
             });
         }
+    }
+}
+
+/// Counts a task waiting for the writer mutex in `Inner::writer_wanted`
+/// while it waits. The mutex is not fair: an appender on the lean path that
+/// unlocks and `try_lock`s again would nearly always win against a woken
+/// waiter, so a tight append loop on another thread could starve a read or
+/// a sync; while the count is not zero, appenders take the group path
+/// (queue, then wait their turn) instead.
+struct WantWriter;
+
+impl WantWriter {
+    async fn lock<F: Fs>(inner: &Inner<F>) -> futures::lock::MutexGuard<'_, Writer<F>> {
+        struct Waiting<'a>(&'a AtomicUsize);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+        inner.writer_wanted.fetch_add(1, Ordering::AcqRel);
+        // Dropped when the mutex is ours, or when this future is dropped.
+        let _waiting = Waiting(&inner.writer_wanted);
+        inner.writer.lock().await
     }
 }
 
@@ -318,6 +378,7 @@ impl<F: Fs> Wal<F> {
             queue: VecDeque::new(),
             queued_bytes: 0,
             readable_next: rec.next_index,
+            unwritten_from: None,
             durable_next: rec.next_index,
             first_index: rec.first_index,
             reseatable: false,
@@ -344,13 +405,18 @@ impl<F: Fs> Wal<F> {
                 marker_present: AtomicBool::new(rec.meta.is_some_and(|m| m.clean.is_some())),
                 leases: Mutex::new(Leases::default()),
                 reader_epoch: AtomicU64::new(0),
+                writer_wanted: AtomicUsize::new(0),
             }),
         })
     }
 
     /// Appends one record at the next index and returns that index. Under
-    /// [`SyncPolicy::Always`] it returns once the record is durable.
+    /// [`SyncPolicy::Always`] it returns once the record is durable; with
+    /// [`Options::write_buffer_bytes`] set, once it is in the write buffer.
     pub async fn append(&self, record: Vec<u8>) -> Result<u64> {
+        if let Some(r) = self.try_buffered(std::slice::from_ref(&record), false, None).await {
+            return r;
+        }
         self.submit(vec![record], false, None).await
     }
 
@@ -358,19 +424,54 @@ impl<F: Fs> Wal<F> {
     /// (`WrongIndex` otherwise; nothing is written). For Raft logs and block
     /// numbers known before writing.
     pub async fn append_at(&self, index: u64, record: Vec<u8>) -> Result<u64> {
+        if let Some(r) = self
+            .try_buffered(std::slice::from_ref(&record), false, Some(index))
+            .await
+        {
+            return r;
+        }
         self.submit(vec![record], false, Some(index)).await
     }
 
     /// Appends records as one atomic batch at consecutive indices and returns
     /// the first. After a crash either all of them are in the log or none.
     pub async fn append_batch(&self, records: Vec<Vec<u8>>) -> Result<u64> {
+        if let Some(r) = self.try_buffered(&records, true, None).await {
+            return r;
+        }
         self.submit(records, true, None).await
     }
 
     /// [`Wal::append_batch`] at a caller-chosen first index, which must be the
     /// next index.
     pub async fn append_batch_at(&self, index: u64, records: Vec<Vec<u8>>) -> Result<u64> {
+        if let Some(r) = self.try_buffered(&records, true, Some(index)).await {
+            return r;
+        }
         self.submit(records, true, Some(index)).await
+    }
+
+    /// The lean append path of the write buffer: when nobody holds the
+    /// writer mutex, the appender takes it and admits, encodes into the
+    /// buffer and publishes in one critical section of the state lock (no
+    /// queue entry, no channel, no copy of the record list). `None` when it
+    /// does not apply (buffer off, mutex busy, queue not empty, or something
+    /// that needs the group path: bad arguments, a rotation, a new segment,
+    /// the clean marker, a snapshot install, `WrongIndex`); nothing changed
+    /// then, and the caller takes the group path.
+    async fn try_buffered(&self, records: &[Vec<u8>], batch: bool, at: Option<u64>) -> Option<Result<u64>> {
+        let inner = &self.inner;
+        if !inner.buffered() {
+            return None;
+        }
+        // Argument errors are reported by the group path, after its check
+        // that the WAL is usable.
+        let bytes = check_records(&inner.opts, records).ok()?;
+        if inner.writer_wanted.load(Ordering::Acquire) > 0 {
+            return None;
+        }
+        let mut w = inner.writer.try_lock()?;
+        w.try_append_buffered(inner, records, batch, bytes, at).await
     }
 
     async fn submit(&self, records: Vec<Vec<u8>>, batch: bool, at: Option<u64>) -> Result<u64> {
@@ -413,21 +514,22 @@ impl<F: Fs> Wal<F> {
         }
     }
 
-    /// Makes every record appended before this call durable: it fsyncs the
-    /// active segment if it holds records written since the last fsync.
+    /// Makes every record appended before this call durable: it writes the
+    /// write buffer (if any, see [`Options::write_buffer_bytes`]) and fsyncs
+    /// the active segment if it holds records written since the last fsync.
     /// Sealed segments and segment directory entries are always durable
     /// already (sealing and creating a segment fsync them). Under
     /// [`SyncPolicy::Always`] and [`SyncPolicy::Batched`] every acknowledged
     /// record is durable, so this only waits for the group in progress.
     pub async fn sync(&self) -> Result<()> {
-        let mut w = self.inner.writer.lock().await;
+        let mut w = WantWriter::lock(&self.inner).await;
         w.sync(&self.inner).await
     }
 
     /// Seals the active segment now (if it holds records); the next append
     /// starts a new segment.
     pub async fn rotate(&self) -> Result<()> {
-        let mut w = self.inner.writer.lock().await;
+        let mut w = WantWriter::lock(&self.inner).await;
         self.inner.state().check_usable()?;
         w.run_group(&self.inner).await;
         let critical = Critical::enter(&self.inner, "rotation");
@@ -436,9 +538,12 @@ impl<F: Fs> Wal<F> {
         result
     }
 
-    /// Reads the record at `index`. Only acknowledged records are readable.
+    /// Reads the record at `index`. Only acknowledged records are readable
+    /// (a record still in the write buffer is written out first).
     pub async fn read(&self, index: u64) -> Result<Vec<u8>> {
         let seg = self.inner.segment_for(index)?;
+        // Never look in the file for a record that is only in the buffer.
+        self.inner.ensure_written(index).await?;
         let result = seg.read(&self.inner.fs, index).await;
         result.map_err(|e| self.inner.prefer_stopped(e))
     }
@@ -497,7 +602,8 @@ impl<F: Fs> Wal<F> {
     }
 
     /// The segment files, in log order: `(file name, first index, last index
-    /// (None if empty), sealed)`.
+    /// (None if empty), sealed)`. They describe the files: records still in
+    /// the write buffer (`Options::write_buffer_bytes`) are not counted.
     pub fn segment_files(&self) -> Vec<(String, u64, Option<u64>, bool)> {
         let st = self.inner.state();
         st.segments
@@ -523,8 +629,8 @@ impl<F: Fs> Wal<F> {
         stats
     }
 
-    /// Finishes every admitted append, makes everything durable and releases
-    /// the directory lock. Later calls on iterators return `Closed`.
+    /// Finishes every admitted append, writes the write buffer, makes
+    /// everything durable and releases the directory lock. Later calls on iterators return `Closed`.
     pub async fn close(self) -> Result<()> {
         let inner = &self.inner;
         let _lifecycle = inner.lifecycle.lock().await;
@@ -589,6 +695,9 @@ impl<F: Fs> Wal<F> {
                     while !inner.state().queue.is_empty() {
                         w.run_group(inner).await;
                     }
+                    // Lifecycle operations start with nothing in the write
+                    // buffer: their crash arguments need no buffered case.
+                    w.flush(inner).await?;
                     let (first, readable) = {
                         let st = inner.state();
                         st.check_usable()?;
@@ -662,6 +771,9 @@ impl<F: Fs> Wal<F> {
                 return Ok(());
             }
         }
+        // The cut reads and shortens the file: every kept record must be in
+        // it, and no buffered frame may be written after the cut.
+        w.flush(inner).await?;
         let critical = Critical::enter(inner, "truncate");
         let result = inner.truncate_from(from).await;
         critical.finish();
@@ -692,6 +804,13 @@ impl<F: Fs> Wal<F> {
         let inner = &self.inner;
         let _lifecycle = inner.lifecycle.lock().await;
         inner.state().check_usable()?;
+        // Compaction reads sealed segments only, which never hold buffered
+        // records; still, lifecycle operations start with nothing buffered,
+        // so that their crash arguments need no buffered case. (Without the
+        // buffer, compaction keeps out of the appenders' way: no writer lock.)
+        if inner.buffered() {
+            inner.writer.lock().await.flush(inner).await?;
+        }
         let plan = CompactionPlan::build(&inner.segment_infos().await, opts);
         let critical = Critical::enter(inner, "compaction");
         for run in &plan.runs {
@@ -704,7 +823,8 @@ impl<F: Fs> Wal<F> {
         Ok(plan)
     }
 
-    /// The segments, in log order, with first and last index, size and state.
+    /// The segments, in log order, with first and last index, size and state
+    /// (of the files: records still in the write buffer are not counted).
     pub async fn segments(&self) -> Vec<SegmentInfo> {
         self.inner.segment_infos().await
     }
@@ -739,6 +859,9 @@ impl<F: Fs> Inner<F> {
             if empty && index > st.admit_next {
                 // An empty log (new, or pruned through its end) may start at
                 // any index at or above its next index (snapshot install).
+                // Nothing is buffered: a full prune writes the buffer first
+                // and no segment exists to buffer into since.
+                debug_assert!(st.unwritten_from.is_none());
                 st.first_index = index;
                 st.admit_next = index;
                 st.readable_next = index;
@@ -804,6 +927,32 @@ impl<F: Fs> Inner<F> {
     /// changed under it, e.g. a btrfs revert) reports the stop, not damage.
     pub(crate) fn prefer_stopped(&self, e: Error) -> Error {
         self.state().check_usable().err().unwrap_or(e)
+    }
+
+    /// Whether appends go through the write buffer (`Options::write_buffer_bytes`).
+    pub(crate) fn buffered(&self) -> bool {
+        self.opts.write_buffer_bytes > 0 && matches!(self.opts.sync_policy, SyncPolicy::Manual)
+    }
+
+    /// Makes sure record `index` is in its segment file, not only in the
+    /// write buffer (`Options::write_buffer_bytes`): readers call it before
+    /// they look for `index` in a file (and before they read the segment's
+    /// `end_offset` to bound that read). Returns after one look at the state
+    /// when `index` is below [`State::written_next`] (always so with the
+    /// buffer off); otherwise takes the writer mutex and writes the buffer.
+    /// Errors: `Stopped`/`Closed`, or the `Stopped` of a failed write.
+    ///
+    /// Dropping this future is harmless: an interrupted write is repeated,
+    /// byte for byte at the same offset, by the next one.
+    pub(crate) async fn ensure_written(&self, index: u64) -> Result<()> {
+        {
+            let st = self.state();
+            st.check_usable()?;
+            if index < st.written_next() {
+                return Ok(());
+            }
+        }
+        WantWriter::lock(self).await.flush(self).await
     }
 
     /// Whether the sync policy makes every write durable before acknowledging it.
