@@ -38,16 +38,21 @@ pub struct WalIter<F: Fs> {
     lease: u64,
     /// The lease's position, advanced here without the leases lock.
     lease_position: Arc<AtomicU64>,
-    /// What the last full check saw: the reader epoch and the readable end.
-    /// While the epoch is unchanged, records below that end may be served
-    /// from the reader's buffer without taking any lock.
+    /// What the last full check saw: the reader epoch and the end of what
+    /// the current reader may serve. While the epoch is unchanged, records
+    /// below that end may be served from the reader's buffer without taking
+    /// any lock.
     checked: Option<Checked>,
 }
 
 #[derive(Clone, Copy)]
 struct Checked {
     epoch: u64,
-    readable_next: u64,
+    /// The readable end; for a sealed segment, at most one past its last
+    /// index: the bytes after a sealed segment's last frame are never read
+    /// (FORMAT.md §9 rule 4), since they may hold stale frames, e.g. of a
+    /// truncation whose cut a lying fsync left undone.
+    serve_below: u64,
 }
 
 impl<F: Fs> Drop for WalIter<F> {
@@ -98,7 +103,7 @@ impl<F: Fs> WalIter<F> {
     fn step_buffered(&mut self) -> Option<(u64, Vec<u8>)> {
         let checked = self.checked?;
         let index = self.next;
-        if index >= checked.readable_next || self.inner.reader_epoch() != checked.epoch {
+        if index >= checked.serve_below || self.inner.reader_epoch() != checked.epoch {
             return None;
         }
         let (seg, reader) = self.reader.as_mut()?;
@@ -183,7 +188,19 @@ impl<F: Fs> WalIter<F> {
         let Some((seg, reader)) = self.reader.as_mut() else {
             return Err(Error::InvalidArgument("iterator lost its reader".into()));
         };
-        let end = seg.meta().end_offset;
+        // What the fast path may serve from this reader: a sealed segment
+        // ends at its last index (fixed until a truncation, which bumps the
+        // epoch); the active segment is the last one, so every record from
+        // `index` up to `readable_next` is in it.
+        let (end, serve_below) = {
+            let m = seg.meta();
+            let serve_below = match (m.sealed, m.last_index) {
+                (true, Some(last)) => readable_next.min(last.saturating_add(1)),
+                (true, None) => index,
+                (false, _) => readable_next,
+            };
+            (m.end_offset, serve_below)
+        };
         reader.set_limit(end);
         loop {
             let frame = reader
@@ -201,7 +218,7 @@ impl<F: Fs> WalIter<F> {
                 ));
             }
             self.advance();
-            self.checked = Some(Checked { epoch, readable_next });
+            self.checked = Some(Checked { epoch, serve_below });
             return Ok(Some((index, frame.payload)));
         }
     }
