@@ -282,6 +282,22 @@ impl<F: Fs> Inner<F> {
         .await
     }
 
+    /// Makes sure the first index a prune returns survives a restart. It
+    /// does when a segment exists (its name, or the low-water mark above it,
+    /// fixes the first index) or when the low-water mark is already at or
+    /// above it. An empty log whose first index is above the low-water mark
+    /// got it from a snapshot install (`Inner::admit`) whose segment does
+    /// not exist yet, or never will: its append failed before creating it.
+    /// That index is in memory only, and a restart would start at the
+    /// low-water mark again, so a prune answering `Ok(first)` records it first.
+    pub(crate) async fn persist_first_index(&self, first: u64) -> Result<()> {
+        let has_segment = !self.state().segments.is_empty();
+        if has_segment || self.meta.lock().await.low_water >= first {
+            return Ok(());
+        }
+        self.update_meta(|m| m.low_water = m.low_water.max(first)).await
+    }
+
     /// Removes segment files in the given order, then fsyncs the directory
     /// once. Each removal is already covered by a durable record (the meta
     /// file's low-water mark, or a durable compaction output), so a crash in

@@ -676,6 +676,11 @@ impl<F: Fs> Wal<F> {
             (st.first_index, st.readable_next)
         };
         if k < first {
+            // Nothing to remove, but the answer promises `first` durably.
+            let critical = Critical::enter(inner, "prune");
+            let result = inner.persist_first_index(first).await;
+            critical.finish();
+            result?;
             return Ok(first);
         }
         // Never beyond what a live iterator still needs.
@@ -685,7 +690,7 @@ impl<F: Fs> Wal<F> {
         let whole = k_eff == k && (readable == first || k >= readable - 1);
         let critical = Critical::enter(inner, "prune");
         let result = async {
-            if whole {
+            let new_first = if whole {
                 // No index may be handed out while the prune resets them:
                 // appenders wait behind the writer mutex. Pausing before
                 // taking it also keeps appenders from starving the prune.
@@ -717,7 +722,10 @@ impl<F: Fs> Wal<F> {
                 .await
             } else {
                 inner.prune_sealed(k_eff).await
-            }
+            }?;
+            // A prune that removed nothing returns the first index as is.
+            inner.persist_first_index(new_first).await?;
+            Ok(new_first)
         }
         .await;
         critical.finish();

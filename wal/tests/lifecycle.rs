@@ -639,3 +639,33 @@ fn a_scan_never_serves_frames_after_a_sealed_segments_last_record() {
         }
     });
 }
+
+/// A snapshot install whose append fails before its segment exists leaves
+/// the emptied log at the install index in memory only. A prune below that
+/// index answers it as the first index, so it must survive a restart
+/// (simulation seed 102897: `Ok(88)`, then first index 25 after a power loss).
+#[test]
+fn a_prune_after_a_failed_snapshot_install_keeps_its_answer_across_a_restart() {
+    block_on(async {
+        let fs = SimFs::new(18);
+        let wal = open(&fs, five_per_segment()).await.unwrap();
+        fill(&wal, 12).await;
+        assert_eq!(wal.prune_through(24).await.unwrap(), 25);
+        fs.set_faults(FaultConfig {
+            eio_write: 1.0,
+            ..FaultConfig::none()
+        });
+        let r = wal.append_at(88, b"s".to_vec()).await;
+        assert!(matches!(r, Err(Error::AppendFailed { .. })), "{r:?}");
+        fs.set_faults(FaultConfig::none());
+        assert!(wal.stopped().is_none());
+        assert!(wal.segments().await.is_empty());
+        assert_eq!(wal.first_index(), 88);
+        assert_eq!(wal.prune_through(70).await.unwrap(), 88);
+        drop(wal);
+        fs.crash(CrashKind::PowerLoss);
+        let wal = open(&fs, five_per_segment()).await.unwrap();
+        assert_eq!((wal.first_index(), wal.next_index()), (88, 88));
+        assert_eq!(wal.append_at(88, b"s".to_vec()).await.unwrap(), 88);
+    });
+}
