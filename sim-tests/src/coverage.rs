@@ -43,6 +43,9 @@ pub enum Mark {
     LostUnderLyingSync,
     /// A record lost after recovery reported damage (media faults, measured).
     LostWithReportedDamage,
+    /// A durable tail lost to a misdirected write onto the page where the
+    /// recovered log ends (read as a zero tail, so nothing to report).
+    LostToMisdirectedTail,
     /// Appends ran into backpressure (a small queue) while others were writing.
     SoloRound,
     /// A disk-full episode ran.

@@ -172,6 +172,9 @@ struct Sim {
     /// The last scan ended because the WAL stopped under it (with the write
     /// buffer, a scan writes the buffer, and that write can fail).
     scan_stopped: bool,
+    /// SimFs trace position when the last successful reopen began: media
+    /// damage from then on may have struck what that recovery served.
+    reopen_seq: u64,
 }
 
 /// Outcome of one reopen.
@@ -201,6 +204,7 @@ async fn simulate(cfg: RunConfig, opener: Opener) -> (Oracle, u64, RunEnd, Vec<S
         open_seq: 0,
         flushes_seen: 0,
         scan_stopped: false,
+        reopen_seq: 0,
     };
     ctx.oracle()
         .event(&format!("start: {}", cfg.to_string().replace('\n', " |")));
@@ -295,6 +299,7 @@ impl Sim {
         let cfg = self.ctx.cfg.clone();
         let mut mode = cfg.recovery_mode;
         let mut io_errors = 0;
+        let reopen_seq = self.ctx.fs.trace().last().map_or(0, |e| e.seq + 1);
         for _ in 0..60 {
             let mut opts = cfg.options(RunConfig::madsim_sleeper());
             opts.recovery_mode = mode;
@@ -380,11 +385,13 @@ impl Sim {
             let Some((first, next, entries)) = self.scan(&wal).await else {
                 return Reopened::Ended;
             };
+            let end_misdirected =
+                cfg.on(FaultClass::MisdirectedWrite) && self.misdirected_onto_end(seq_before, &report);
             let checked = {
                 let mut o = self.ctx.oracle();
                 let slots = o.check_scan(first, next, &entries);
                 if let Some(slots) = &slots {
-                    o.after_recovery(first, next, slots, &extra, &report);
+                    o.after_recovery(first, next, slots, &extra, &report, end_misdirected);
                 }
                 slots
             };
@@ -396,6 +403,7 @@ impl Sim {
             }
             self.sync_fails_at_open = self.ctx.fs.counters().get(FaultKind::SyncFail);
             self.open_seq = self.ctx.fs.trace().last().map_or(0, |e| e.seq + 1);
+            self.reopen_seq = reopen_seq;
             self.last_slots = slots.clone();
             self.last_first = first;
             self.wal = Some(wal);
@@ -441,6 +449,37 @@ impl Sim {
         let new = n.saturating_sub(self.flushes_seen);
         self.flushes_seen = n;
         self.ctx.oracle().cov.mark_n(Mark::BufferFlushed, new);
+    }
+
+    /// Whether a misdirected write since the previous successful reopen
+    /// began landed on the page of the active segment that holds the end
+    /// of the log just recovered (its committed end). If it brought zeros,
+    /// durable records there now read as unwritten space: the clean end of
+    /// the log (FORMAT.md §8.3), indistinguishable from a crash before
+    /// their fsync. `open_seq`: trace position where this open began (its
+    /// scan opened the active segment, which gives the inode).
+    fn misdirected_onto_end(&self, open_seq: u64, report: &wal::RecoveryReport) -> bool {
+        if !report.active_segment || report.clean_reopen {
+            return false;
+        }
+        let end = report.scanned_bytes.saturating_sub(report.torn_bytes_cut);
+        let is_active = |path: &str| {
+            let name = path.rsplit('/').next().unwrap_or("");
+            is_segment_name(name) && name.contains("-active-")
+        };
+        let events = self.ctx.fs.trace();
+        let Some(ino) = events
+            .iter()
+            .filter(|e| e.seq >= open_seq && e.op == "open" && e.path.as_deref().is_some_and(is_active))
+            .find_map(|e| e.ino)
+        else {
+            return false;
+        };
+        self.ctx
+            .fs
+            .misdirected_writes()
+            .iter()
+            .any(|m| m.seq >= self.reopen_seq && m.ino == ino && m.to <= end && end < m.to + m.len)
     }
 
     fn ended(&mut self, end: RunEnd) -> Reopened {

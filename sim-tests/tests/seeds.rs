@@ -121,3 +121,18 @@ fn seeds() {
         assert!(missing.is_empty(), "the sweep never reached: {}", missing.join(", "));
     }
 }
+
+/// Seeds whose acknowledged tail a misdirected write zeroed during its own
+/// fsync (a zero page of the group's padding or zero-fill landed on its
+/// records): recovery rightly sees a zero tail, the oracle must not call
+/// that a WAL loss (`oracle::tests` checks the rule itself).
+#[test]
+fn misdirected_write_onto_the_tail_seeds() {
+    if env_u64("SIM_SEED").is_some() {
+        return;
+    }
+    for seed in [100_023, 100_192] {
+        let r = check_seed(seed, Overrides::default());
+        assert!(r.passed(), "{}", fail_message(&r));
+    }
+}

@@ -11,6 +11,7 @@ use super::config::{FaultKind, SyncFailureProfile};
 use super::errors;
 use super::ops::Ctx;
 use super::state::{Components, State, View, SECTOR};
+use super::trace::MisdirectedWrite;
 
 impl State {
     /// Background writeback: with probability `faults.writeback`, one dirty
@@ -73,6 +74,13 @@ impl State {
                 page * unit,
                 q * unit,
             );
+            self.misdirected.push(MisdirectedWrite {
+                seq: self.trace.last_seq(),
+                ino,
+                from: page * unit,
+                to: q * unit,
+                len: unit,
+            });
         }
         if let Some(f) = self.file_mut(ino) {
             let src = f.vol.page(page).map(|s| s.to_vec());

@@ -38,7 +38,7 @@ use config::{CrashKind, FaultConfig, FaultCounters, SimConfig};
 pub use madsim_clock::MadsimClock;
 use ops::Ctx;
 use state::{State, View};
-pub use trace::TraceEvent;
+pub use trace::{MisdirectedWrite, TraceEvent};
 
 /// Locks the state, recovering from a poisoned mutex (the state is always
 /// left consistent between statements that could panic, and nothing panics).
@@ -221,6 +221,12 @@ impl SimFs {
     /// Per-kind counts of every fault injected so far.
     pub fn counters(&self) -> FaultCounters {
         self.lock().counters
+    }
+
+    /// Every misdirected write so far, oldest first (all of them, whatever
+    /// `trace_capacity`).
+    pub fn misdirected_writes(&self) -> Vec<MisdirectedWrite> {
+        self.lock().misdirected.clone()
     }
 
     /// The last `trace_capacity` events.

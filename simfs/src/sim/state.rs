@@ -18,7 +18,7 @@ use rand_chacha::ChaCha8Rng;
 use super::config::{FaultConfig, FaultCounters, FaultKind, SimClock, SimConfig, SyncFailureProfile};
 use super::errors;
 use super::image::Image;
-use super::trace::Trace;
+use super::trace::{MisdirectedWrite, Trace};
 
 /// The root directory's inode number.
 pub(crate) const ROOT: u64 = 1;
@@ -165,6 +165,10 @@ pub(crate) struct State {
     pub(crate) generation: u64,
     pub(crate) counters: FaultCounters,
     pub(crate) trace: Trace,
+    /// Every misdirected write, unbounded (unlike the trace ring): the
+    /// fault is rare, and a test must be able to tell which bytes it
+    /// destroyed however long ago.
+    pub(crate) misdirected: Vec<MisdirectedWrite>,
 }
 
 impl State {
@@ -197,6 +201,7 @@ impl State {
             generation: 0,
             counters: FaultCounters::default(),
             trace: Trace::new(config.trace_capacity),
+            misdirected: Vec::new(),
         }
     }
 

@@ -40,6 +40,28 @@ pub struct TraceEvent {
     pub fault: Option<FaultKind>,
 }
 
+/// A page that became durable at the wrong offset
+/// ([`FaultKind::MisdirectedWrite`]), from [`crate::SimFs::misdirected_writes`].
+///
+/// ```
+/// let m = simfs::MisdirectedWrite { seq: 3, ino: 4, from: 512, to: 0, len: 512 };
+/// assert!(m.to + m.len <= m.from);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MisdirectedWrite {
+    /// The `seq` of its `misdirected_write` trace event.
+    pub seq: u64,
+    /// The file's inode.
+    pub ino: u64,
+    /// Byte offset of the page whose bytes went astray (its durable bytes
+    /// stayed as they were).
+    pub from: u64,
+    /// Byte offset of the page they landed on (its durable bytes are gone).
+    pub to: u64,
+    /// Page size in bytes (the atomic write unit).
+    pub len: u64,
+}
+
 /// 64-bit FNV-1a, written out so the hash never depends on the platform or
 /// on the standard library's hasher.
 #[derive(Clone, Copy, Debug)]
@@ -147,6 +169,11 @@ impl Trace {
             self.events.pop_front();
         }
         self.events.push_back(ev);
+    }
+
+    /// The `seq` of the last event recorded (0 before any).
+    pub(crate) fn last_seq(&self) -> u64 {
+        self.next_seq.saturating_sub(1)
     }
 
     pub(crate) fn events(&self) -> Vec<TraceEvent> {
