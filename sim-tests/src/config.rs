@@ -221,10 +221,15 @@ pub struct Overrides {
     pub mask: Option<u32>,
     /// At most this many rounds.
     pub rounds: Option<u32>,
+    /// Fault classes to switch on (OR-ed into the seed's mask, before
+    /// `mask`), at the probability the seed drew for them: lets a
+    /// proof-of-power test make the fault its planted bug needs fire in
+    /// every seed instead of in a share of them.
+    pub force: Option<u32>,
 }
 
 impl Overrides {
-    /// Parses `mask=0x1f,rounds=3` (either part optional).
+    /// Parses `mask=0x1f,rounds=3,force=0x80` (every part optional).
     pub fn parse(s: &str) -> Result<Overrides, String> {
         let mut o = Overrides::default();
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
@@ -241,7 +246,8 @@ impl Overrides {
             match k {
                 "mask" => o.mask = Some(u32::try_from(num(v)?).map_err(|e| e.to_string())?),
                 "rounds" => o.rounds = Some(u32::try_from(num(v)?).map_err(|e| e.to_string())?),
-                _ => return Err(format!("unknown key {k:?} (mask, rounds)")),
+                "force" => o.force = Some(u32::try_from(num(v)?).map_err(|e| e.to_string())?),
+                _ => return Err(format!("unknown key {k:?} (mask, rounds, force)")),
             }
         }
         Ok(o)
@@ -256,12 +262,15 @@ impl Overrides {
         if let Some(r) = self.rounds {
             parts.push(format!("rounds={r}"));
         }
+        if let Some(f) = self.force {
+            parts.push(format!("force=0x{f:x}"));
+        }
         parts.join(",")
     }
 
     /// Whether nothing is overridden.
     pub fn is_empty(&self) -> bool {
-        self.mask.is_none() && self.rounds.is_none()
+        self.mask.is_none() && self.rounds.is_none() && self.force.is_none()
     }
 }
 
@@ -424,9 +433,12 @@ impl RunConfig {
             (0.5, 0.01, 0.5),    // writeback
             (0.3, 0.1, 1.0),     // torn_garbage
         ];
+        // Every class draws its probability, on or not (a forced class uses it).
+        let mut drawn = [0f64; 15];
         for (i, (on, lo, hi)) in ranges.iter().enumerate() {
             let is_on = rng.random_bool(*on);
             let v = log_uniform(&mut rng, *lo, *hi);
+            drawn[i] = v;
             if is_on {
                 mask |= 1 << i;
                 p[i] = v;
@@ -500,6 +512,14 @@ impl RunConfig {
         };
 
         // Overrides.
+        if let Some(extra) = ov.force {
+            mask |= extra;
+            for (i, v) in drawn.iter().enumerate() {
+                if extra & (1 << i) != 0 {
+                    p[i] = *v;
+                }
+            }
+        }
         if let Some(keep) = ov.mask {
             mask &= keep;
         }
@@ -728,6 +748,7 @@ mod tests {
         let o = Overrides {
             mask: Some(0x1f3),
             rounds: Some(4),
+            force: Some(0x80),
         };
         assert_eq!(Overrides::parse(&o.encode()), Ok(o));
         assert_eq!(Overrides::parse(""), Ok(Overrides::default()));
@@ -742,6 +763,7 @@ mod tests {
             Overrides {
                 mask: Some(0),
                 rounds: Some(1),
+                force: None,
             },
         );
         assert_eq!(b.mask, 0);

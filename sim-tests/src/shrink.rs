@@ -33,6 +33,8 @@ pub fn shrink_with(seed: u64, start: Overrides, opener: Opener) -> Option<Shrunk
     let mut ov = Overrides {
         mask: Some(first.config.mask),
         rounds: Some(first.config.rounds),
+        // What the caller forced stays forced (the mask above includes it).
+        force: start.force,
     };
     let mut best = first;
     let mut try_ov = |cand: Overrides, best: &mut Report, ov: &mut Overrides| -> bool {

@@ -93,7 +93,7 @@ fn seeds() {
         Ok(m) => match Overrides::parse(&format!("mask={m}")) {
             Ok(o) => Overrides {
                 mask: o.mask.map(|m| !m),
-                rounds: None,
+                ..Overrides::default()
             },
             Err(e) => panic!("SIM_MASK_OFF={m}: {e}"),
         },

@@ -76,7 +76,7 @@ fn main() -> ExitCode {
         None => Overrides::default(),
         Some(Ok(o)) => Overrides {
             mask: o.mask.map(|m| !m),
-            rounds: None,
+            ..Overrides::default()
         },
         Some(Err(e)) => {
             eprintln!("--mask-off: {e}");
