@@ -609,6 +609,41 @@ impl<F: Fs> Writer<F> {
         });
     }
 
+    /// After a truncation: if the cut left the active segment's durable tail
+    /// mid-sector (it nearly always does: frames end on 8-byte boundaries),
+    /// the next group would have to seal it and create a new segment before
+    /// writing (`write_group` never writes into a sector that holds durable
+    /// data). Do both now, while appends are paused for the truncation
+    /// anyway, so appenders wait once per truncation instead of twice.
+    /// Best effort, like rotation: a failure that leaves the WAL consistent
+    /// is left for the next group; one that does not stops the WAL.
+    pub(crate) async fn settle_after_truncate(&mut self, inner: &Inner<F>) -> Result<()> {
+        let Some(a) = &self.active else { return Ok(()) };
+        let next = {
+            let st = inner.state();
+            if st.durable_next != st.readable_next {
+                // The tail is not durable: the next group may write into it.
+                return Ok(());
+            }
+            st.readable_next
+        };
+        if a.records == 0 || a.write_offset % inner.opts.durable_alignment_bytes == 0 {
+            return Ok(());
+        }
+        let step = match self.seal(inner).await {
+            Ok(()) => self.create_active(inner, next).await,
+            other => other,
+        };
+        match step {
+            Ok(()) => Ok(()),
+            Err(GroupError::Abort(e)) => {
+                warn!(error = %e, "rotation after a truncation failed; the next append retries");
+                Ok(())
+            }
+            Err(GroupError::Stop(e)) => Err(inner.stop(e)),
+        }
+    }
+
     /// Seals the active segment if it holds records (rotation on request).
     pub(crate) async fn rotate(&mut self, inner: &Inner<F>) -> Result<()> {
         inner.state().check_usable()?;

@@ -792,7 +792,12 @@ impl<F: Fs> Wal<F> {
             Err(e) => return Err(inner.stop(e)),
         }
         inner.state().stats.truncations += 1;
-        Ok(())
+        // The truncation is done and durable; this only prepares the next
+        // append's segment (its failure is reported, the cut stays).
+        let critical = Critical::enter(inner, "rotation after truncate");
+        let settled = w.settle_after_truncate(inner).await;
+        critical.finish();
+        settled
     }
 
     /// What [`Wal::compact`] would merge now: a dry run. `Display` prints it.

@@ -171,10 +171,16 @@ fn truncate_into_sealed_segments_newest_first() {
         fill(&wal, 23).await;
         wal.truncate_after(7).await.unwrap();
         let segs = wal.segments().await;
-        assert_eq!(segs.len(), 2);
+        // The cut left the holder's durable tail mid-sector: the truncation
+        // sealed it and created the next segment (appends were paused anyway).
+        assert_eq!(segs.len(), 3);
         assert_eq!(
             (segs[1].first_index, segs[1].last_index, segs[1].sealed),
-            (5, Some(7), false)
+            (5, Some(7), true)
+        );
+        assert_eq!(
+            (segs[2].first_index, segs[2].last_index, segs[2].sealed),
+            (8, None, false)
         );
         assert_eq!(wal.append(b"x".to_vec()).await.unwrap(), 8);
         drop(wal);
