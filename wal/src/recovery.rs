@@ -163,6 +163,7 @@ pub(crate) async fn recover<F: Fs>(
         _ => empty_next,
     };
     let mut active_file = None;
+    let mut to_finish = None;
     if let Some((name, file_name)) = active.first() {
         let path = dir.join(file_name);
         let clean = meta.and_then(|m| m.clean).filter(|c| c.active_id == name.id());
@@ -216,6 +217,7 @@ pub(crate) async fn recover<F: Fs>(
                 end_offset,
                 sparse,
                 sparse_complete,
+                finish,
             } => {
                 report.active_segment = true;
                 let last_index = if next > name.first() { Some(next - 1) } else { None };
@@ -232,7 +234,8 @@ pub(crate) async fn recover<F: Fs>(
                     },
                     Some(file.clone()),
                 )));
-                active_file = Some(file);
+                active_file = Some(file.clone());
+                to_finish = finish.map(|len| (file, path.clone(), end_offset, len));
                 next_index = next;
             }
         }
@@ -246,12 +249,16 @@ pub(crate) async fn recover<F: Fs>(
         remove_leftovers(fs, dir, doomed.into_iter(), &mut report).await?;
         report.active_segment = false;
         active_file = None;
+        to_finish = None;
         next_index = low;
     }
     // After a process crash, names (new segments, seals, removals) may exist
     // only in the page cache; they are served from now on, so make them
     // durable. One directory fsync per open; it needs no free space.
     fs.sync_dir(dir).await.map_err(|e| Error::io("sync_dir", dir, 0, e))?;
+    if let Some((file, path, end, len)) = to_finish {
+        finish_active(&*file, &path, end, len, &mut report).await?;
+    }
     // The first index never moves backwards: the low-water mark holds it
     // even when every segment is gone.
     let first_index = segments
@@ -375,6 +382,7 @@ async fn fast_open<F: Fs>(fs: &F, path: &Path, first: u64, clean: CleanMarker) -
         end_offset: len,
         sparse: Vec::new(),
         sparse_complete: false,
+        finish: None,
     }))
 }
 
@@ -443,6 +451,10 @@ enum ActiveScan<Fl> {
         /// False when the segment was not scanned (clean reopen): the sparse
         /// index is built on first read.
         sparse_complete: bool,
+        /// After a scan: the file's length; `recover` ends with
+        /// `finish_active` (cut from `end_offset`, fsync). `None` after a
+        /// clean reopen (nothing to cut).
+        finish: Option<u64>,
     },
 }
 
@@ -549,33 +561,58 @@ async fn scan_active<F: Fs>(
             report.stop_reason = Some(format!("{reason} at offset {bad_offset}, index {next}"));
         }
     }
-    if len > committed_end {
-        // Cut the torn (or zero) tail durably, so that a later write at
-        // `committed_end` can never be followed by stale frames.
-        file.set_len(committed_end)
-            .await
-            .map_err(|e| Error::io("set_len", path, committed_end, e))?;
-        report.torn_bytes_cut = len - committed_end;
-        warn!(path = %path.display(), from = committed_end, bytes = len - committed_end, "cut torn tail");
-    }
     // Records a crashed or stopped process left in the page cache are served
     // from now on, so they must be durable before anyone reads them. An fsync
     // alone is not enough: after a failed fsync (ext4, xfs) those pages are
     // marked clean although they never reached the disk, and a new fsync
     // writes nothing. So rewrite every record that was not known durable
-    // when the last frame was written, then fsync.
+    // when the last frame was written, then fsync at once (a power loss
+    // while the rewritten pages are in flight may garble them, ARCHITECTURE.md
+    // G16: keep that window short).
     // When no record of this segment is known durable, neither is its
     // header: its creation's fsync may be the one that failed. Rewrite it too.
     let from_index = (durable_hint > first).then_some(durable_hint);
     report.rewritten_bytes = rewrite_tail(&file, path, seed, &sparse, from_index, committed_end).await?;
     file.sync_data().await.map_err(|e| Error::io("sync_data", path, 0, e))?;
+    // The cut waits for `finish_active`, the open's last fallible step.
     Ok(ActiveScan::Valid {
         file,
         next,
         end_offset: committed_end,
         sparse,
         sparse_complete: true,
+        finish: Some(len),
     })
+}
+
+/// The last fallible step of an open that scanned the active segment: cuts
+/// the torn (or zero) tail from `end` to `len` and fsyncs the file (the
+/// scan already fsynced what it kept). The cut is durable so that a later
+/// write at `end` can never be followed by stale frames.
+///
+/// Why last: the cut destroys the only evidence of damage. If the open
+/// failed after it (an EIO on the rewrite, a failed directory fsync), the
+/// next open would find a clean end and report no stop reason for the
+/// records the damage took (simulation seed 403708: a misdirected write
+/// damaged an acknowledged batch, the cut was made, the rewrite failed).
+/// An open that fails before this point leaves the damage in place for
+/// the next open to find and report again.
+async fn finish_active<Fl: File>(
+    file: &Fl,
+    path: &Path,
+    end: u64,
+    len: u64,
+    report: &mut RecoveryReport,
+) -> Result<()> {
+    if len > end {
+        file.set_len(end)
+            .await
+            .map_err(|e| Error::io("set_len", path, end, e))?;
+        report.torn_bytes_cut = len - end;
+        warn!(path = %path.display(), from = end, bytes = len - end, "cut torn tail");
+        file.sync_data().await.map_err(|e| Error::io("sync_data", path, 0, e))?;
+    }
+    Ok(())
 }
 
 /// Scan state of the active segment: what is committed so far.

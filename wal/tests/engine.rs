@@ -342,6 +342,34 @@ fn damage_in_last_record_is_a_torn_tail_unless_absolute_consistency() {
 }
 
 #[test]
+fn an_open_that_fails_after_finding_damage_leaves_it_for_the_next_open_to_report() {
+    // Simulation seed 403708: recovery cut a damaged tail, then failed (EIO
+    // on the rewrite of the records not known durable); the next open found
+    // a clean end and reported no stop reason for the records the damage took.
+    block_on(async {
+        let fs = SimFs::new(9);
+        let wal = open(&fs, unpadded()).await.unwrap();
+        for i in 0..3 {
+            wal.append(payload(i, 50)).await.unwrap();
+        }
+        let name = wal.segment_files()[0].0.clone();
+        drop(wal);
+        corrupt(&fs, &name, 64 + 2 * 88 + 40).await;
+        fs.set_faults(FaultConfig {
+            eio_write: 1.0,
+            ..FaultConfig::none()
+        });
+        assert!(matches!(open(&fs, unpadded()).await, Err(Error::Io { .. })));
+        fs.set_faults(FaultConfig::none());
+        let wal = open(&fs, unpadded()).await.unwrap();
+        assert_eq!(wal.next_index(), 2);
+        let report = wal.recovery_report();
+        assert!(report.stop_reason.is_some(), "the damage is still reported: {report:?}");
+        assert_eq!(report.torn_bytes_cut, 88);
+    });
+}
+
+#[test]
 fn corrupt_sealed_segment_is_reported_on_read() {
     block_on(async {
         let fs = SimFs::new(10);
