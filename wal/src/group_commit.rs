@@ -558,25 +558,34 @@ impl<F: Fs> Writer<F> {
 
     /// Cuts the zero-filled tail of the active segment and makes the cut
     /// durable (before sealing or closing), so files end at their last frame.
-    pub(crate) async fn trim_tail(&mut self) -> Result<()> {
+    ///
+    /// The cut goes to the next multiple of `align_bytes` at or above the
+    /// last frame's end, never inside it: a `set_len` inside an atomic unit
+    /// rewrites that unit (the filesystem zeroes the rest of it), and if the
+    /// unit holds durable records (an unaligned durable tail, after a failed
+    /// padding write) a power loss could tear them. The few zero bytes left
+    /// after the last frame are the clean end of the log (a clean-close
+    /// marker then does not match the length, and the next open scans).
+    pub(crate) async fn trim_tail(&mut self, align_bytes: u64) -> Result<()> {
         let Some(active) = self.active.as_mut() else {
             return Ok(());
         };
-        if active.zeroed_until <= active.write_offset {
+        let cut = active.write_offset.next_multiple_of(align_bytes.max(1));
+        if active.zeroed_until <= cut {
             return Ok(());
         }
         let path = active.seg.path();
         active
             .file
-            .set_len(active.write_offset)
+            .set_len(cut)
             .await
-            .map_err(|e| Error::io("set_len", &path, active.write_offset, e))?;
+            .map_err(|e| Error::io("set_len", &path, cut, e))?;
         active
             .file
             .sync_data()
             .await
             .map_err(|e| Error::io("sync_data", &path, 0, e))?;
-        active.zeroed_until = active.write_offset;
+        active.zeroed_until = cut;
         Ok(())
     }
 
@@ -609,30 +618,33 @@ impl<F: Fs> Writer<F> {
         });
     }
 
-    /// After a truncation: if the cut left the active segment's durable tail
-    /// mid-sector (it nearly always does: frames end on 8-byte boundaries),
-    /// the next group would have to seal it and create a new segment before
-    /// writing (`write_group` never writes into a sector that holds durable
-    /// data). Do both now, while appends are paused for the truncation
-    /// anyway, so appenders wait once per truncation instead of twice.
+    /// After a truncation: the next append would have to create a segment
+    /// (the cut sealed the holder by name), or seal an unaligned durable
+    /// tail and then create one (a cut inside a batch; `write_group` never
+    /// writes into a sector that holds durable data). Do it now, while
+    /// appends are paused for the truncation anyway, so appenders wait once
+    /// per truncation instead of twice.
     /// Best effort, like rotation: a failure that leaves the WAL consistent
     /// is left for the next group; one that does not stops the WAL.
     pub(crate) async fn settle_after_truncate(&mut self, inner: &Inner<F>) -> Result<()> {
-        let Some(a) = &self.active else { return Ok(()) };
-        let next = {
+        let (next, durable_tail) = {
             let st = inner.state();
-            if st.durable_next != st.readable_next {
-                // The tail is not durable: the next group may write into it.
-                return Ok(());
-            }
-            st.readable_next
+            (st.readable_next, st.durable_next == st.readable_next)
         };
-        if a.records == 0 || a.write_offset % inner.opts.durable_alignment_bytes == 0 {
-            return Ok(());
-        }
-        let step = match self.seal(inner).await {
-            Ok(()) => self.create_active(inner, next).await,
-            other => other,
+        let step = match &self.active {
+            // The cut sealed the holder by name (or removed every segment):
+            // create the segment the next append needs.
+            None => self.create_active(inner, next).await,
+            // An unaligned durable tail (a cut inside a batch rewrote the
+            // holder up to its new last frame): seal it and start anew. A
+            // tail that is not durable may be written into.
+            Some(a) if a.records > 0 && durable_tail && a.write_offset % inner.opts.durable_alignment_bytes != 0 => {
+                match self.seal(inner).await {
+                    Ok(()) => self.create_active(inner, next).await,
+                    other => other,
+                }
+            }
+            Some(_) => return Ok(()),
         };
         match step {
             Ok(()) => Ok(()),
@@ -665,7 +677,9 @@ impl<F: Fs> Writer<F> {
         // failure has stopped the WAL).
         self.flush(inner).await.map_err(GroupError::Stop)?;
         // A failed cut or fsync leaves the WAL not knowing what is durable.
-        self.trim_tail().await.map_err(GroupError::Stop)?;
+        self.trim_tail(inner.opts.durable_alignment_bytes)
+            .await
+            .map_err(GroupError::Stop)?;
         let Some(active) = &self.active else { return Ok(()) };
         let seg = active.seg.clone();
         let Some(last) = seg.meta().last_index else {

@@ -20,7 +20,7 @@ use tracing::{info, warn};
 use crate::codec::{encode_frame, encode_padding, padding_len, FrameKind};
 use crate::error::{Error, Result};
 use crate::meta::{write_meta, CleanMarker, Meta, MetaWriteError};
-use crate::segment::{header_for, SegMeta, Segment, SegmentName, TMP_SUFFIX};
+use crate::segment::{header_for, thin_sparse, SegMeta, Segment, SegmentName, SPARSE_ENTRIES_MAX, TMP_SUFFIX};
 use crate::wal::Inner;
 
 /// The segment that holds the last record after a truncation, its
@@ -439,14 +439,17 @@ impl<F: Fs> Inner<F> {
         }
         // Any failure from here leaves disk and memory possibly apart: stop.
         match self.cut_segment(&seg, from).await {
-            Ok(r) => Ok(Some(r)),
+            Ok(r) => Ok(r),
             Err(e) => Err(self.stop(e)),
         }
     }
 
-    /// Cuts `seg` so that its last record is `from - 1`, making it the active
-    /// segment under its active name.
-    async fn cut_segment(&self, seg: &Arc<Segment<F>>, from: u64) -> Result<ActiveTail<F>> {
+    /// Cuts `seg` so that its last record is `from - 1`. If that record
+    /// commits, by name alone: the segment is sealed as `[first, from - 1]`
+    /// and its file is not touched (returns `None`: the next segment starts
+    /// at `from`). Inside a batch, by rewriting the kept prefix; the rewrite
+    /// becomes the active segment (returned).
+    async fn cut_segment(&self, seg: &Arc<Segment<F>>, from: u64) -> Result<Option<ActiveTail<F>>> {
         let io = |op, path: &std::path::Path, e| Error::io(op, path, 0, e);
         let old_path = seg.path();
         let active_path = self.dir.join(
@@ -468,11 +471,34 @@ impl<F: Fs> Inner<F> {
                 break (end, f.header.kind, f);
             }
         };
-        let file = if last_kind.commits() {
-            // Unseal by renaming (the header names no last index), then cut.
-            if old_path != active_path {
+        if last_kind.commits() {
+            // Seal by name: a sealed segment's name bounds its range, and the
+            // bytes after its last frame are never read (FORMAT.md §9). No
+            // byte of the file changes. A `set_len` inside the atomic unit
+            // that holds the new last record would rewrite that unit (the
+            // filesystem zeroes the rest of it), and a power loss before the
+            // cut's fsync could tear it and lose durable records (sim seed
+            // 401638); a rename cannot.
+            let sealed_path = self.dir.join(
+                SegmentName::Sealed {
+                    first: seg.first_index,
+                    last: from - 1,
+                    id: seg.id,
+                }
+                .file_name(),
+            );
+            // The name will promise the kept records: they must be durable
+            // first (an active holder under `Manual` may hold unsynced ones).
+            if self.state().durable_next < from {
+                let file = seg.file(&self.fs).await?;
+                file.sync_data().await.map_err(|e| io("sync_data", &old_path, e))?;
+                let mut st = self.state();
+                st.durable_next = st.durable_next.max(from);
+                st.stats.fsyncs += 1;
+            }
+            if old_path != sealed_path {
                 self.fs
-                    .rename(&old_path, &active_path)
+                    .rename(&old_path, &sealed_path)
                     .await
                     .map_err(|e| io("rename", &old_path, e))?;
                 self.fs
@@ -480,15 +506,20 @@ impl<F: Fs> Inner<F> {
                     .await
                     .map_err(|e| io("sync_dir", &self.dir, e))?;
             }
-            let file = self
-                .fs
-                .open(&active_path, OpenOptions::new().read(true).write(true))
-                .await
-                .map_err(|e| io("open", &active_path, e))?;
-            file.set_len(end).await.map_err(|e| io("set_len", &active_path, e))?;
-            file.sync_data().await.map_err(|e| io("sync_data", &active_path, e))?;
-            file
-        } else {
+            {
+                let mut m = seg.meta();
+                m.path = sealed_path;
+                m.sealed = true;
+                m.last_index = Some(from - 1);
+                m.sparse.retain(|&(i, _)| i < from);
+                // Readers stop at the last index, whatever the limit.
+                m.end_offset = m.end_offset.max(end);
+                thin_sparse(&mut m.sparse, SPARSE_ENTRIES_MAX);
+            }
+            info!(segment = %seg.path().display(), last = from - 1, "truncated (sealed by name)");
+            return Ok(None);
+        }
+        let file = {
             // The cut falls inside a batch: write the kept prefix with the
             // new last record turned into the batch's end to a temporary file,
             // make it durable, rename it into place. The frames keep their
@@ -559,7 +590,7 @@ impl<F: Fs> Inner<F> {
         }
         seg.replace_file(file.clone());
         info!(segment = %seg.path().display(), last = from - 1, "truncated");
-        Ok((seg.clone(), file, end))
+        Ok(Some((seg.clone(), file, end)))
     }
 
     /// The segments with their sizes, in log order.

@@ -640,7 +640,10 @@ impl<F: Fs> Wal<F> {
         }
         let mut result = w.sync(inner).await;
         if result.is_ok() {
-            result = w.trim_tail().await.map_err(|e| inner.stop(e));
+            result = w
+                .trim_tail(inner.opts.durable_alignment_bytes)
+                .await
+                .map_err(|e| inner.stop(e));
         }
         if result.is_ok() {
             // Where the log ends, so the next open reads no record data.
