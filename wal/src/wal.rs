@@ -159,6 +159,8 @@ pub(crate) struct Inner<F: Fs> {
     pub marker_present: AtomicBool,
     /// Reader leases of live iterators.
     pub leases: Mutex<Leases>,
+    /// Held by a `PauseAdmission`; paused appenders wait on it.
+    pub admission_gate: futures::lock::Mutex<()>,
     /// Bumped after anything that can make a record an iterator already
     /// buffered unservable (stop, close, prune, truncation, compaction).
     /// Iterators serve buffered frames without taking a lock while it is
@@ -275,19 +277,28 @@ impl WantWriter {
 
 /// Pauses admission while held (appenders wait behind the writer mutex,
 /// which the holder owns): for operations that reset the next index.
+///
+/// It holds `Inner::admission_gate` while paused: appenders that find
+/// admission paused wait on the gate (asleep) instead of retrying, so they
+/// neither spin nor barge into the writer mutex the pausing operation is
+/// waiting for (with 16 appender threads on 2 cores that barging once
+/// starved a truncation for minutes).
 pub(crate) struct PauseAdmission<'a, F: Fs> {
     inner: &'a Inner<F>,
+    _gate: futures::lock::MutexGuard<'a, ()>,
 }
 
 impl<'a, F: Fs> PauseAdmission<'a, F> {
-    pub(crate) fn new(inner: &'a Inner<F>) -> Self {
+    pub(crate) async fn new(inner: &'a Inner<F>) -> Self {
+        let gate = inner.admission_gate.lock().await;
         inner.state().admission_paused = true;
-        PauseAdmission { inner }
+        PauseAdmission { inner, _gate: gate }
     }
 }
 
 impl<F: Fs> Drop for PauseAdmission<'_, F> {
     fn drop(&mut self) {
+        // The flag goes first; the gate opens when `_gate` drops after this.
         self.inner.state().admission_paused = false;
     }
 }
@@ -404,6 +415,7 @@ impl<F: Fs> Wal<F> {
                 next_segment_id: AtomicU64::new(rec.next_segment_id),
                 marker_present: AtomicBool::new(rec.meta.is_some_and(|m| m.clean.is_some())),
                 leases: Mutex::new(Leases::default()),
+                admission_gate: futures::lock::Mutex::new(()),
                 reader_epoch: AtomicU64::new(0),
                 writer_wanted: AtomicUsize::new(0),
             }),
@@ -484,10 +496,15 @@ impl<F: Fs> Wal<F> {
             match inner.admit(records, batch, bytes, at)? {
                 Ok(rx) => break rx,
                 Err(back) => {
-                    // Backpressure (the queue is full, or a prune or
-                    // truncation paused admission): help drain the queue,
-                    // then let the others run before trying again.
                     records = back;
+                    if inner.state().admission_paused {
+                        // A prune or truncation is resetting indices: sleep
+                        // until it opens the gate, then try again.
+                        drop(inner.admission_gate.lock().await);
+                        continue;
+                    }
+                    // Backpressure (the queue is full): help drain the
+                    // queue, then let the others run before trying again.
                     {
                         let mut w = inner.writer.lock().await;
                         w.run_group(inner).await;
@@ -697,7 +714,7 @@ impl<F: Fs> Wal<F> {
                 // No index may be handed out while the prune resets them:
                 // appenders wait behind the writer mutex. Pausing before
                 // taking it also keeps appenders from starving the prune.
-                let _paused = PauseAdmission::new(inner);
+                let _paused = PauseAdmission::new(inner).await;
                 let mut w = inner.writer.lock().await;
                 async {
                     while !inner.state().queue.is_empty() {
@@ -761,7 +778,7 @@ impl<F: Fs> Wal<F> {
         // No index may be handed out while the truncation resets them;
         // pausing before taking the writer mutex also keeps appenders from
         // starving the truncation.
-        let _paused = PauseAdmission::new(inner);
+        let _paused = PauseAdmission::new(inner).await;
         let mut w = inner.writer.lock().await;
         while !inner.state().queue.is_empty() {
             w.run_group(inner).await;
