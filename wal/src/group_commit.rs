@@ -58,6 +58,40 @@ struct Active<F: Fs> {
     seeded: crc32fast::Hasher,
 }
 
+impl<F: Fs> Active<F> {
+    /// Encodes one append's records (indices from `first`) at the end of
+    /// `buf`, whose first byte goes at file offset `buf_offset`: a lone
+    /// record is a `Record`, a batch is `BatchMember`s closed by a
+    /// `BatchEnd`. Every `ACTIVE_SPARSE_STRIDE`-th index of the segment gets
+    /// an entry in `sparse`. Shared by the group path and the lean buffered
+    /// path, so both write the same bytes.
+    #[allow(clippy::too_many_arguments)]
+    fn encode_records(
+        &self,
+        buf: &mut Vec<u8>,
+        buf_offset: u64,
+        sparse: &mut Vec<(u64, u64)>,
+        first: u64,
+        records: &[Vec<u8>],
+        batch: bool,
+        durable_next: u64,
+    ) {
+        let n = records.len();
+        for (i, payload) in records.iter().enumerate() {
+            let index = first + i as u64;
+            let kind = match (batch, i + 1 == n) {
+                (false, _) => FrameKind::Record,
+                (true, false) => FrameKind::BatchMember,
+                (true, true) => FrameKind::BatchEnd,
+            };
+            if (index - self.seg.first_index) % ACTIVE_SPARSE_STRIDE == 0 {
+                sparse.push((index, buf_offset + buf.len() as u64));
+            }
+            encode_frame_seeded(buf, &self.seeded, kind, index, durable_next, payload);
+        }
+    }
+}
+
 /// The single writer's state, behind the async `writer` mutex.
 pub(crate) struct Writer<F: Fs> {
     active: Option<Active<F>>,
@@ -222,21 +256,15 @@ impl<F: Fs> Writer<F> {
         if a.records > 0 && end % inner.opts.durable_alignment_bytes != 0 && st.durable_next == first {
             return None;
         }
-        let durable_next = st.durable_next;
-        let (seeded, seg_first, write_offset) = (&a.seeded, a.seg.first_index, a.write_offset);
-        for (i, payload) in records.iter().enumerate() {
-            let index = first + i as u64;
-            let kind = match (batch, i as u64 + 1 == n) {
-                (false, _) => FrameKind::Record,
-                (true, false) => FrameKind::BatchMember,
-                (true, true) => FrameKind::BatchEnd,
-            };
-            if (index - seg_first) % ACTIVE_SPARSE_STRIDE == 0 {
-                self.pending_sparse
-                    .push((index, write_offset + self.pending.len() as u64));
-            }
-            encode_frame_seeded(&mut self.pending, seeded, kind, index, durable_next, payload);
-        }
+        a.encode_records(
+            &mut self.pending,
+            a.write_offset,
+            &mut self.pending_sparse,
+            first,
+            records,
+            batch,
+            st.durable_next,
+        );
         if let Some(a) = self.active.as_mut() {
             a.records += n;
         }
@@ -388,19 +416,15 @@ impl<F: Fs> Writer<F> {
             &mut self.buf
         };
         for r in group {
-            let n = r.records.len();
-            for (i, payload) in r.records.iter().enumerate() {
-                let index = r.first_index + i as u64;
-                let kind = match (r.batch, i + 1 == n) {
-                    (false, _) => FrameKind::Record,
-                    (true, false) => FrameKind::BatchMember,
-                    (true, true) => FrameKind::BatchEnd,
-                };
-                if (index - active.seg.first_index) % ACTIVE_SPARSE_STRIDE == 0 {
-                    sparse.push((index, offset + buf.len() as u64));
-                }
-                encode_frame_seeded(buf, &active.seeded, kind, index, durable_next, payload);
-            }
+            active.encode_records(
+                buf,
+                offset,
+                &mut sparse,
+                r.first_index,
+                &r.records,
+                r.batch,
+                durable_next,
+            );
         }
         if buffered {
             // Acknowledged from the buffer; written by `flush`.

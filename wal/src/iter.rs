@@ -134,7 +134,7 @@ impl<F: Fs> WalIter<F> {
         // Read the epoch before the state: a change after this read makes
         // the cached check stale, never the other way round.
         let epoch = self.inner.reader_epoch();
-        let readable_next = {
+        let (readable_next, written_next) = {
             let st = self.inner.state();
             st.check_usable()?;
             if self.inner.leases().revoked(self.lease) {
@@ -151,7 +151,6 @@ impl<F: Fs> WalIter<F> {
             }
             (st.readable_next, st.written_next())
         };
-        let (readable_next, written_next) = readable_next;
         let index = self.next;
         if index >= written_next {
             // Still in the write buffer: have it written before looking for

@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use simfs::{File, Fs, OpenOptions};
 
 use crate::codec::{
-    decode_frame, decode_frame_header, decode_frame_seeded, FrameError, FrameHeader, FrameKind, FrameSeed,
-    SegmentHeader, FRAME_HEADER_BYTES, SEGMENT_HEADER_BYTES,
+    decode_frame_header, decode_frame_seeded, FrameError, FrameHeader, FrameKind, FrameSeed, SegmentHeader,
+    FRAME_HEADER_BYTES, SEGMENT_HEADER_BYTES,
 };
 use crate::error::{Error, Result};
 
@@ -517,24 +517,12 @@ impl<Fl: File> FrameReader<Fl> {
             if let Some(frame) = self.next_buffered_frame() {
                 return Ok(frame);
             }
-            let (offset, header, total) = self.peek().await?;
-            let frame = &self.buf[self.pos..self.pos + total];
-            let payload = decode_frame(frame, self.seed)
-                .map_err(|error| ReadStop::Bad { offset, error })?
-                .1;
-            let payload = if header.kind == FrameKind::Padding {
-                Vec::new()
-            } else {
-                payload.to_vec()
-            };
-            self.pos += total;
-            if header.kind != FrameKind::Padding {
-                return Ok(ReadFrame {
-                    offset,
-                    header,
-                    payload,
-                });
-            }
+            // Not wholly buffered, or it does not decode: read it, and say
+            // exactly what is wrong if it is bad. A good frame is then in
+            // the buffer, and the next turn serves it.
+            let (offset, _, total) = self.peek().await?;
+            decode_frame_seeded(&self.buf[self.pos..self.pos + total], &self.seeded)
+                .map_err(|error| ReadStop::Bad { offset, error })?;
         }
     }
 
@@ -553,7 +541,7 @@ impl<Fl: File> FrameReader<Fl> {
     pub(crate) async fn next_raw_header(&mut self) -> Result<ReadHeader, ReadStop> {
         let (offset, header, total) = self.peek().await?;
         let frame = &self.buf[self.pos..self.pos + total];
-        decode_frame(frame, self.seed).map_err(|error| ReadStop::Bad { offset, error })?;
+        decode_frame_seeded(frame, &self.seeded).map_err(|error| ReadStop::Bad { offset, error })?;
         self.pos += total;
         Ok(ReadHeader { offset, header })
     }

@@ -995,8 +995,7 @@ impl<F: Fs> Inner<F> {
 }
 
 /// Returns `Pending` once (after waking itself), so that other tasks of the
-/// executor run: without it a paused appender could spin on the writer mutex
-/// and starve the operation that paused admission.
+/// executor run between an appender's attempts to get past a full queue.
 fn yield_now() -> impl std::future::Future<Output = ()> {
     let mut yielded = false;
     futures::future::poll_fn(move |cx| {
