@@ -163,6 +163,13 @@ impl Ctx {
         &mut self.rows[i]
     }
 
+    /// A run that produced no sample: say why on the console and in the
+    /// row's note.
+    fn failed(&mut self, workload: &str, system: &str, rep: usize, unit: &str, why: &str) {
+        progress(workload, system, rep, why);
+        self.note(workload, system, unit, why);
+    }
+
     fn note(&mut self, workload: &str, system: &str, unit: &str, note: &str) {
         let r = self.row(workload, system, unit, "");
         if !r.note.contains(note) {
@@ -243,10 +250,7 @@ fn durable(ctx: &mut Ctx, workload: &str, threads: usize, size: usize, prezero: 
                     progress(workload, &sys.name(), rep, &format!("{:.0} rec/s", rate(&run)));
                     got.push((sys, sample(rep, rate(&run), &run)));
                 }
-                Err(e) => {
-                    progress(workload, &sys.name(), rep, &format!("error: {e}"));
-                    ctx.note(workload, &sys.name(), "rec/s", &format!("error: {e}"));
-                }
+                Err(e) => ctx.failed(workload, &sys.name(), rep, "rec/s", &format!("error: {e}")),
             }
         }
         let limit = got
@@ -335,10 +339,7 @@ fn bulk(ctx: &mut Ctx, workload: &str) {
                     progress(workload, &sys.name(), rep, &format!("{:.0} rec/s", rate(&run)));
                     got.push((sys, sample(rep, rate(&run), &run)));
                 }
-                Err(e) => {
-                    progress(workload, &sys.name(), rep, &format!("error: {e}"));
-                    ctx.note(workload, &sys.name(), "rec/s", &format!("error: {e}"));
-                }
+                Err(e) => ctx.failed(workload, &sys.name(), rep, "rec/s", &format!("error: {e}")),
             }
         }
         let limit = got
@@ -395,13 +396,9 @@ fn read_back(ctx: &mut Ctx, workload_base: &str) {
                     }
                     Ok(run) => {
                         let msg = format!("read {} of {} records", run.records, ctx.records);
-                        progress(&workload, name, rep, &msg);
-                        ctx.note(&workload, name, "rec/s", &msg);
+                        ctx.failed(&workload, name, rep, "rec/s", &msg);
                     }
-                    Err(e) => {
-                        progress(&workload, name, rep, &format!("error: {e}"));
-                        ctx.note(&workload, name, "rec/s", &format!("error: {e}"));
-                    }
+                    Err(e) => ctx.failed(&workload, name, rep, "rec/s", &format!("error: {e}")),
                 }
             }
             let limit = got.iter().find(|(n, _)| *n == "raw read").map_or(0.0, |(_, s)| s.value);
@@ -480,11 +477,7 @@ fn reopen(ctx: &mut Ctx, workload: &str) {
                     }
                     ctx.row(workload, label, "ms", "").samples.push(s);
                 }
-                Err(e) => {
-                    let label = label.to_string();
-                    progress(workload, &label, rep, &format!("error: {e}"));
-                    ctx.note(workload, &label, "ms", &format!("error: {e}"));
-                }
+                Err(e) => ctx.failed(workload, label, rep, "ms", &format!("error: {e}")),
             }
         }
     }
@@ -543,10 +536,7 @@ fn churn(ctx: &mut Ctx, workload: &str) {
                     }
                     ctx.row(workload, sys, "us", "own W2 p99").samples.push(s);
                 }
-                Err(e) => {
-                    progress(workload, sys, rep, &format!("error: {e}"));
-                    ctx.note(workload, sys, "us", &format!("error: {e}"));
-                }
+                Err(e) => ctx.failed(workload, sys, rep, "us", &format!("error: {e}")),
             }
         }
     }

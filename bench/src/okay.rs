@@ -39,6 +39,14 @@ impl LogManager for Counter {
 
 /// The default configuration (1 MiB preallocated files, checkpoint after
 /// 768 KiB, 16 KiB buffer).
+/// One durable entry of one chunk (okaywal's `commit` syncs before it returns).
+fn commit_one(log: &WriteAheadLog, data: &[u8]) -> BResult<()> {
+    let mut e = log.begin_entry()?;
+    e.write_chunk(data)?;
+    e.commit()?;
+    Ok(())
+}
+
 fn default_config(dir: &Path) -> Configuration {
     Configuration::default_for(dir)
 }
@@ -53,12 +61,7 @@ fn keep_config(dir: &Path) -> Configuration {
 pub fn durable(dir: &Path, threads: usize, size: usize, dur: Duration) -> BResult<Run> {
     let log = default_config(dir).open(Counter::default())?;
     let data = payload(size, 1);
-    let (records, secs, lat_ns) = drive(threads, dur, |_, _| {
-        let mut e = log.begin_entry()?;
-        e.write_chunk(&data)?;
-        e.commit()?;
-        Ok(())
-    })?;
+    let (records, secs, lat_ns) = drive(threads, dur, |_, _| commit_one(&log, &data))?;
     log.shutdown()?;
     Ok(Run {
         records,
@@ -83,12 +86,7 @@ pub fn churn(dir: &Path, threads: usize, size: usize, dur: Duration) -> BResult<
             }
             Ok(())
         });
-        let r = drive(threads, dur, |_, _| {
-            let mut e = log.begin_entry()?;
-            e.write_chunk(&data)?;
-            e.commit()?;
-            Ok(())
-        });
+        let r = drive(threads, dur, |_, _| commit_one(&log, &data));
         stop.store(true, Ordering::Relaxed);
         (r, maint.join())
     });
