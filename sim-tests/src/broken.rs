@@ -4,14 +4,14 @@
 //! crates carry no bug behind a flag.
 
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use futures::future::BoxFuture;
 use simfs::{DirEntry, File, Fs, Metadata, OpenOptions, SimFs};
-use wal::{CompactionOptions, CompactionPlan, Error, RecoveryReport, Result};
+use wal::{CompactionOptions, CompactionPlan, Error, RecoveryMode, RecoveryReport, Result};
 
 use crate::api::{opener_with, real_opener, LogApi, LogIter, Opener};
 
@@ -49,6 +49,21 @@ pub enum WalBug {
     ReverseBatch,
     /// `truncate_after`/`truncate_from` return Ok and remove nothing.
     TruncateNoop,
+    /// Every 7th read reports `Corruption` at the first frame of the oldest
+    /// segment, though nothing is damaged: a report no recorded fault can
+    /// explain.
+    SpuriousCorruption,
+}
+
+/// A bug planted in how the log is opened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpenBug {
+    /// Recovery cuts durable data and says so in its report instead of
+    /// failing: where the real open reports mid-log corruption (a later
+    /// frame proved the damaged records durable), it opens again in
+    /// `PointInTime` mode and returns that log, as if `decide_cut` had cut
+    /// past its own proof.
+    CutInsteadOfReport,
 }
 
 /// Any planted bug.
@@ -58,11 +73,13 @@ pub enum Bug {
     Fs(FsBug),
     /// In the WAL.
     Wal(WalBug),
+    /// In the open (recovery).
+    Open(OpenBug),
 }
 
 impl Bug {
     /// Every planted bug.
-    pub const ALL: [Bug; 9] = [
+    pub const ALL: [Bug; 11] = [
         Bug::Fs(FsBug::NoFsync),
         Bug::Fs(FsBug::NoDirSync),
         Bug::Fs(FsBug::RetryFailedFsync),
@@ -72,6 +89,8 @@ impl Bug {
         Bug::Wal(WalBug::ReverseBatch),
         Bug::Fs(FsBug::LoseMetaFile),
         Bug::Wal(WalBug::TruncateNoop),
+        Bug::Wal(WalBug::SpuriousCorruption),
+        Bug::Open(OpenBug::CutInsteadOfReport),
     ];
 
     /// The opener that runs the real WAL with this bug planted.
@@ -81,14 +100,31 @@ impl Bug {
             Bug::Wal(b) => {
                 let real = real_opener();
                 Arc::new(move |fs, dir, opts| {
-                    let open = real(fs, dir, opts);
+                    let open = real(fs, dir.clone(), opts);
                     Box::pin(async move {
                         let inner = open.await?;
                         Ok(Arc::new(BrokenWal {
                             inner,
                             bug: b,
                             count: AtomicU64::new(0),
+                            dir,
                         }) as Arc<dyn LogApi>)
+                    })
+                })
+            }
+            Bug::Open(OpenBug::CutInsteadOfReport) => {
+                let real = real_opener();
+                Arc::new(move |fs, dir, opts| {
+                    let real = real.clone();
+                    Box::pin(async move {
+                        match real(fs.clone(), dir.clone(), opts.clone()).await {
+                            Err(Error::Corruption { .. }) if opts.recovery_mode != RecoveryMode::PointInTime => {
+                                let mut cut = opts;
+                                cut.recovery_mode = RecoveryMode::PointInTime;
+                                real(fs, dir, cut).await
+                            }
+                            r => r,
+                        }
                     })
                 })
             }
@@ -201,6 +237,7 @@ pub struct BrokenWal {
     inner: Arc<dyn LogApi>,
     bug: WalBug,
     count: AtomicU64,
+    dir: PathBuf,
 }
 
 impl LogApi for BrokenWal {
@@ -237,6 +274,17 @@ impl LogApi for BrokenWal {
         self.inner.append_batch_at(index, records)
     }
     fn read(&self, index: u64) -> BoxFuture<'_, Result<Vec<u8>>> {
+        let n = self.count.fetch_add(1, Ordering::Relaxed);
+        if self.bug == WalBug::SpuriousCorruption && n % 7 == 6 {
+            if let Some(oldest) = self.inner.segment_names().first() {
+                let e = Error::Corruption {
+                    segment: self.dir.join(oldest),
+                    offset: wal::codec::SEGMENT_HEADER_BYTES as u64,
+                    reason: "planted: no damage here".into(),
+                };
+                return Box::pin(futures::future::ready(Err(e)));
+            }
+        }
         self.inner.read(index)
     }
     fn iter_from(&self, index: u64) -> Result<Box<dyn LogIter>> {

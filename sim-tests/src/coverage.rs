@@ -37,15 +37,25 @@ pub enum Mark {
     RecoveredSealedSegments,
     /// The heal phase completed: recovery succeeded and appends went through.
     HealCompleted,
-    /// The run ended early on reported media damage (corruption or a read error).
+    /// The run ended early on reported damage it could not repair (a sweep
+    /// should show none).
     EndedOnReportedDamage,
-    /// Under a lying fsync, acknowledged records were lost (measured).
-    LostUnderLyingSync,
-    /// A record lost after recovery reported damage (media faults, measured).
-    LostWithReportedDamage,
-    /// A durable tail lost to a misdirected write onto the page where the
-    /// recovered log ends (read as a zero tail, so nothing to report).
-    LostToMisdirectedTail,
+    /// The WAL reported damage that the damage ledger explains, and the run
+    /// repaired it as an operator would (point-in-time open, or a truncation
+    /// before the damaged record) and went on.
+    DamageRepaired,
+    /// A durable record was lost, and the damage ledger names the fault that
+    /// destroyed its bytes or bytes before it in the same file.
+    LostToRecordedDamage,
+    /// A read reported corruption at an offset before the recorded damage
+    /// of that file (a sealed segment is checked whole before a read; the
+    /// recovery-trust issue makes reads of intact records before the damage
+    /// succeed). Excused by the damage, counted apart.
+    ReportedBeforeDamage,
+    /// A power loss undid directory operations or a file size a lying (or
+    /// late-failing) sync had claimed durable: the first index moved back or
+    /// removed records came back, excused once.
+    UndoneByLyingSync,
     /// Appends ran into backpressure (a small queue) while others were writing.
     SoloRound,
     /// A disk-full episode ran.
@@ -124,8 +134,10 @@ pub struct Checks {
     pub failstop_checks: u64,
     /// Twice-in-a-row recoveries compared.
     pub idempotence_checks: u64,
-    /// Acknowledged records lost under a lying fsync (measured, not a failure).
-    pub lost_acked_weak: u64,
+    /// Durable records lost whose loss the damage ledger explains.
+    pub lost_to_damage: u64,
+    /// Losses and reports checked against the damage ledger.
+    pub ledger_checks: u64,
     /// Lifecycle results checked (prune, truncate, compaction).
     pub lifecycle: u64,
     /// Reopens after a clean close checked for the clean-shutdown marker.
@@ -143,7 +155,8 @@ impl Checks {
         self.phantom_checks += o.phantom_checks;
         self.failstop_checks += o.failstop_checks;
         self.idempotence_checks += o.idempotence_checks;
-        self.lost_acked_weak += o.lost_acked_weak;
+        self.lost_to_damage += o.lost_to_damage;
+        self.ledger_checks += o.ledger_checks;
         self.lifecycle += o.lifecycle;
         self.clean_reopen_checks += o.clean_reopen_checks;
     }
@@ -238,7 +251,8 @@ impl fmt::Display for Coverage {
         writeln!(f, "  idempotence checks       {}", c.idempotence_checks)?;
         writeln!(f, "  lifecycle results        {}", c.lifecycle)?;
         writeln!(f, "  clean-reopen checks      {}", c.clean_reopen_checks)?;
-        write!(f, "  acked lost, lying fsync  {}", c.lost_acked_weak)
+        writeln!(f, "  ledger checks            {}", c.ledger_checks)?;
+        write!(f, "  durable lost, explained  {}", c.lost_to_damage)
     }
 }
 

@@ -11,6 +11,7 @@
 //! * [`api`]: the log under test as a trait object;
 //! * [`workload`]: the tasks of a round;
 //! * [`oracle`]: what the log may and must contain;
+//! * [`damage`]: where records sit, and which recorded damage explains a loss;
 //! * [`runner`]: one seed, start to heal;
 //! * [`coverage`]: fault counts, rare-path marks, check counts;
 //! * [`shrink`]: minimise a failing configuration;
@@ -22,6 +23,7 @@ pub mod api;
 pub mod broken;
 pub mod config;
 pub mod coverage;
+pub mod damage;
 pub mod oracle;
 pub mod payload;
 pub mod runner;

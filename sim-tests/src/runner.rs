@@ -172,9 +172,12 @@ struct Sim {
     /// The last scan ended because the WAL stopped under it (with the write
     /// buffer, a scan writes the buffer, and that write can fail).
     scan_stopped: bool,
-    /// SimFs trace position when the last successful reopen began: media
-    /// damage from then on may have struck what that recovery served.
-    reopen_seq: u64,
+    /// SimFs's count of lying (or, on ext4 data=journal, late-failing)
+    /// syncs at the last power loss: evidence that the next power loss may
+    /// undo what they claimed.
+    lies_at_power_loss: u64,
+    /// SimFs's count of lying syncs when the open WAL was opened.
+    lies_at_open: u64,
 }
 
 /// Outcome of one reopen.
@@ -204,7 +207,8 @@ async fn simulate(cfg: RunConfig, opener: Opener) -> (Oracle, u64, RunEnd, Vec<S
         open_seq: 0,
         flushes_seen: 0,
         scan_stopped: false,
-        reopen_seq: 0,
+        lies_at_power_loss: 0,
+        lies_at_open: 0,
     };
     ctx.oracle()
         .event(&format!("start: {}", cfg.to_string().replace('\n', " |")));
@@ -222,13 +226,26 @@ async fn simulate(cfg: RunConfig, opener: Opener) -> (Oracle, u64, RunEnd, Vec<S
     let fs_trace = if oracle.violations.is_empty() {
         Vec::new()
     } else {
+        let ledger = fs.damage();
+        let skip = ledger.len().saturating_sub(60);
+        let damage = ledger
+            .iter()
+            .skip(skip)
+            .map(|d| format!("damage: {}", crate::damage::describe(d)));
         let events = fs.trace();
         let skip = events.len().saturating_sub(120);
+        // `SIM_TRACE_AROUND=<seq>`: also the events around one trace
+        // position (one a damage line names), while triaging a replay.
+        let around: Option<u64> = std::env::var("SIM_TRACE_AROUND").ok().and_then(|v| v.parse().ok());
         // Every injected fault still in the ring, then the last events.
         events
             .iter()
             .enumerate()
-            .filter(|(i, e)| *i >= skip || (e.fault.is_some() && e.fault != Some(simfs::FaultKind::ShortRead)))
+            .filter(|(i, e)| {
+                *i >= skip
+                    || around.is_some_and(|s| e.seq + 60 >= s && e.seq <= s + 10)
+                    || (e.fault.is_some() && e.fault != Some(simfs::FaultKind::ShortRead))
+            })
             .map(|(_, e)| {
                 format!(
                     "#{} t={}us {} {} ino={:?} off={} len={} -> {}{}",
@@ -243,6 +260,7 @@ async fn simulate(cfg: RunConfig, opener: Opener) -> (Oracle, u64, RunEnd, Vec<S
                     e.fault.map(|f| format!(" [{f:?}]")).unwrap_or_default()
                 )
             })
+            .chain(damage)
             .collect()
     };
     (oracle, fs_hash, end, fs_trace)
@@ -299,11 +317,10 @@ impl Sim {
         let cfg = self.ctx.cfg.clone();
         let mut mode = cfg.recovery_mode;
         let mut io_errors = 0;
-        let reopen_seq = self.ctx.fs.trace().last().map_or(0, |e| e.seq + 1);
         for _ in 0..60 {
             let mut opts = cfg.options(RunConfig::madsim_sleeper());
             opts.recovery_mode = mode;
-            let seq_before = self.ctx.fs.trace().last().map_or(0, |e| e.seq + 1);
+            let seq_before = self.ctx.fs.next_seq();
             let fut = (self.opener)(self.ctx.fs.clone(), self.ctx.dir.clone(), opts);
             let crash_it = !heal && cfg.on(FaultClass::CrashDuringOpen) && self.pct(cfg.crash_open_pct);
             let res = if crash_it {
@@ -315,7 +332,7 @@ impl Sim {
                     let _ = h.await;
                     let kind = self.crash_kind();
                     self.ctx.oracle().crashed(kind, true);
-                    self.ctx.fs.crash(kind);
+                    self.crash_fs(kind);
                     self.ctx.oracle().cov.mark(Mark::CrashDuringRecovery);
                     self.open_crashes += 1;
                     if kind == CrashKind::PowerLoss {
@@ -335,36 +352,55 @@ impl Sim {
             };
             let wal = match res {
                 Ok(w) => w,
-                Err(Error::Corruption {
-                    segment,
-                    offset,
-                    reason,
-                }) => {
-                    let msg = format!("{}@{offset}: {reason}", segment.display());
-                    self.ctx.oracle().event(&format!("open -> Corruption {msg}"));
+                Err(e @ Error::Corruption { .. }) => {
+                    self.ctx.oracle().event(&format!("open -> {e}"));
                     if mode == RecoveryMode::AbsoluteConsistency {
                         self.ctx.oracle().cov.mark(Mark::AbsoluteRefused);
                         mode = RecoveryMode::TolerateTornTail;
                         continue;
                     }
-                    if cfg.weak() || cfg.media_damage() {
-                        self.ctx.oracle().cov.mark(Mark::CorruptionReported);
+                    let explained = self.ctx.oracle().explain_error(&e);
+                    let Some(why) = explained else {
+                        self.ctx
+                            .oracle()
+                            .violation(format!("reopen reported {e}, and no recorded damage explains it"));
+                        return self.ended(RunEnd::Failed);
+                    };
+                    self.ctx.oracle().cov.mark(Mark::CorruptionReported);
+                    if mode == RecoveryMode::PointInTime {
+                        // Damage a point-in-time open cannot cut (a sealed
+                        // segment's header, a naming problem).
+                        self.ctx.oracle().event(&format!(
+                            "damage explained by {why}, beyond what a point-in-time open repairs"
+                        ));
                         return self.ended(RunEnd::ReportedDamage);
                     }
-                    self.ctx.oracle().violation(format!(
-                        "reopen reported corruption with no media fault and an honest fsync: {msg}"
+                    // The operator's repair: recover to the last valid record
+                    // before the damage; after_recovery then checks that
+                    // only records the ledger explains are gone.
+                    self.ctx.oracle().event(&format!(
+                        "damage explained by {why}: repairing with a point-in-time open"
                     ));
-                    return self.ended(RunEnd::Failed);
+                    self.ctx.oracle().cov.mark(Mark::DamageRepaired);
+                    mode = RecoveryMode::PointInTime;
+                    continue;
                 }
                 Err(e @ Error::Io { .. }) => {
                     self.ctx.oracle().event(&format!("open -> Err({e})"));
                     io_errors += 1;
                     if io_errors > 20 {
-                        if cfg.on(FaultClass::LatentSectorError) {
+                        let explained = self.ctx.oracle().explain_error(&e);
+                        if let Some(why) = explained {
+                            // An unreadable sector no open can read past.
+                            self.ctx
+                                .oracle()
+                                .event(&format!("cannot reopen: {e}, explained by {why}"));
                             self.ctx.oracle().cov.mark(Mark::CorruptionReported);
                             return self.ended(RunEnd::ReportedDamage);
                         }
-                        self.ctx.oracle().violation(format!("cannot reopen: {e}"));
+                        self.ctx
+                            .oracle()
+                            .violation(format!("cannot reopen: {e}, and no recorded damage explains it"));
                         return self.ended(RunEnd::Failed);
                     }
                     continue;
@@ -382,16 +418,14 @@ impl Sim {
                 .iter()
                 .filter(|e| e.seq >= seq_before && e.op == "read" && !(e.offset == 0 && e.len == 64))
                 .count();
-            let Some((first, next, entries)) = self.scan(&wal).await else {
+            let Some((first, next, entries)) = self.scan(&wal, true).await else {
                 return Reopened::Ended;
             };
-            let end_misdirected =
-                cfg.on(FaultClass::MisdirectedWrite) && self.misdirected_onto_end(seq_before, &report);
             let checked = {
                 let mut o = self.ctx.oracle();
                 let slots = o.check_scan(first, next, &entries);
                 if let Some(slots) = &slots {
-                    o.after_recovery(first, next, slots, &extra, &report, end_misdirected);
+                    o.after_recovery(first, next, slots, &extra, &report, mode);
                 }
                 slots
             };
@@ -402,17 +436,13 @@ impl Sim {
                 return self.ended(RunEnd::Failed);
             }
             self.sync_fails_at_open = self.ctx.fs.counters().get(FaultKind::SyncFail);
-            self.open_seq = self.ctx.fs.trace().last().map_or(0, |e| e.seq + 1);
-            self.reopen_seq = reopen_seq;
+            self.open_seq = self.ctx.fs.next_seq();
+            self.lies_at_open = self.ctx.fs.counters().get(FaultKind::LyingSync);
             self.last_slots = slots.clone();
             self.last_first = first;
             self.wal = Some(wal);
             self.flushes_seen = 0;
             return Reopened::Open(slots);
-        }
-        if cfg.on(FaultClass::LatentSectorError) || cfg.media_damage() {
-            self.ctx.oracle().cov.mark(Mark::CorruptionReported);
-            return self.ended(RunEnd::ReportedDamage);
         }
         self.ctx
             .oracle()
@@ -451,51 +481,23 @@ impl Sim {
         self.ctx.oracle().cov.mark_n(Mark::BufferFlushed, new);
     }
 
-    /// Whether a misdirected write since the previous successful reopen
-    /// began landed on the page of the active segment that holds the end
-    /// of the log just recovered (its committed end). If it brought zeros,
-    /// durable records there now read as unwritten space: the clean end of
-    /// the log (FORMAT.md §8.3), indistinguishable from a crash before
-    /// their fsync. `open_seq`: trace position where this open began (its
-    /// scan opened the active segment, which gives the inode).
-    fn misdirected_onto_end(&self, open_seq: u64, report: &wal::RecoveryReport) -> bool {
-        if !report.active_segment || report.clean_reopen {
-            return false;
-        }
-        let end = report.scanned_bytes.saturating_sub(report.torn_bytes_cut);
-        let is_active = |path: &str| {
-            let name = path.rsplit('/').next().unwrap_or("");
-            is_segment_name(name) && name.contains("-active-")
-        };
-        let events = self.ctx.fs.trace();
-        let Some(ino) = events
-            .iter()
-            .filter(|e| e.seq >= open_seq && e.op == "open" && e.path.as_deref().is_some_and(is_active))
-            .find_map(|e| e.ino)
-        else {
-            return false;
-        };
-        self.ctx
-            .fs
-            .misdirected_writes()
-            .iter()
-            .any(|m| m.seq >= self.reopen_seq && m.ino == ino && m.to <= end && end < m.to + m.len)
-    }
-
     fn ended(&mut self, end: RunEnd) -> Reopened {
         self.end = Some(end);
         self.wal = None;
         Reopened::Ended
     }
 
-    /// Iterates the whole log. `None` if the run ended (damage reported, or a
-    /// violation).
-    async fn scan(&mut self, wal: &Arc<dyn LogApi>) -> Option<(u64, u64, Vec<(u64, Vec<u8>)>)> {
+    /// Iterates the whole log, repairing damage the ledger explains by a
+    /// truncation before it. `just_opened`: the log was just recovered and
+    /// the oracle does not model this instance yet. `None` if the run ended
+    /// (damage that could not be repaired, or a violation).
+    async fn scan(&mut self, wal: &Arc<dyn LogApi>, just_opened: bool) -> Option<(u64, u64, Vec<(u64, Vec<u8>)>)> {
         let cfg = self.ctx.cfg.clone();
-        let (first, next) = (wal.first_index(), wal.next_index());
+        let (first, mut next) = (wal.first_index(), wal.next_index());
         let mut entries = Vec::new();
         let mut pos = first;
         let mut errors = 0;
+        let mut repairs = 0;
         'outer: while pos < next {
             let mut it = match wal.iter_from(pos) {
                 Ok(it) => it,
@@ -538,25 +540,90 @@ impl Sim {
                         if transient && errors < 50 {
                             continue 'outer;
                         }
-                        let damage = matches!(e, Error::Corruption { .. } | Error::Io { .. })
-                            && (cfg.media_damage() || cfg.weak());
-                        if damage {
+                        let explained = self.ctx.oracle().explain_error(&e);
+                        let Some(why) = explained else {
                             self.ctx
                                 .oracle()
-                                .event(&format!("scan at {pos}: {e} (reported damage)"));
-                            self.ctx.oracle().cov.mark(Mark::CorruptionReported);
-                            self.end = Some(RunEnd::ReportedDamage);
-                        } else {
-                            self.ctx.oracle().violation(format!("scan at {pos}: {e}"));
+                                .violation(format!("scan at {pos}: {e}, and no recorded damage explains it"));
                             self.end = Some(RunEnd::Failed);
+                            self.wal = None;
+                            return None;
+                        };
+                        self.ctx.oracle().cov.mark(Mark::CorruptionReported);
+                        self.ctx
+                            .oracle()
+                            .event(&format!("scan at {pos}: {e}, explained by {why}"));
+                        repairs += 1;
+                        if repairs > 3 || !self.repair_by_truncation(wal, pos, &why, just_opened).await {
+                            self.end = Some(RunEnd::ReportedDamage);
+                            self.wal = None;
+                            return None;
                         }
-                        self.wal = None;
-                        return None;
+                        next = wal.next_index();
+                        errors = 0;
+                        continue 'outer;
                     }
                 }
             }
         }
         Some((first, next, entries))
+    }
+
+    /// Crashes the filesystem. First records where every record of the
+    /// segment files sits (the layout excuses are checked against);
+    /// after a power loss, notes whether a lying (or late-failing) sync
+    /// fired since the previous one, so what it claimed may be undone.
+    fn crash_fs(&mut self, kind: CrashKind) {
+        self.ctx.oracle().snapshot_layout();
+        self.ctx.fs.crash(kind);
+        self.ctx.oracle().snapshot_after_crash();
+        if kind == CrashKind::PowerLoss {
+            let c = self.ctx.fs.counters();
+            let late = if self.ctx.cfg.profile == SyncFailureProfile::Ext4DataJournal {
+                c.get(FaultKind::SyncFail)
+            } else {
+                0
+            };
+            let lies = c.get(FaultKind::LyingSync) + late;
+            if lies > self.lies_at_power_loss {
+                self.ctx.oracle().note_undone_by_lie();
+            }
+            self.lies_at_power_loss = lies;
+        }
+    }
+
+    /// Whether SimFs recorded damage that can destroy durable bytes since
+    /// trace position `seq`, or a sync lied since the lie count was
+    /// `lies_before`.
+    fn damaged_since(&self, seq: u64, lies_before: u64) -> bool {
+        self.ctx.fs.counters().get(FaultKind::LyingSync) > lies_before
+            || self
+                .ctx
+                .fs
+                .damage_since(seq)
+                .iter()
+                .any(|d| crate::damage::excuses_durable_loss(d.kind))
+    }
+
+    /// The operator's repair of damage a scan reported at `pos`: cut the log
+    /// before it (`truncate_from(pos)`), so every record below `pos` must
+    /// stay and none at or above it may come back. The oracle is told
+    /// before the call ([`Oracle::operator_cut`]): the scan runs before it
+    /// starts modelling the new instance. Whether it worked.
+    async fn repair_by_truncation(&mut self, wal: &Arc<dyn LogApi>, pos: u64, why: &str, just_opened: bool) -> bool {
+        if just_opened {
+            self.ctx.oracle().operator_cut(pos, why);
+            let r = wal.truncate_from(pos).await;
+            self.ctx.oracle().event(&format!("operator repair -> {r:?}"));
+            return r.is_ok();
+        }
+        // A scan of the live instance: a truncation the oracle models.
+        let what = format!("repair: truncate_from({pos}) for {why}");
+        let start = self.ctx.oracle().begin_truncate(&what);
+        let r = wal.truncate_from(pos).await;
+        self.ctx.oracle().finish_truncate(start, pos, &what, Some(&r));
+        self.ctx.oracle().cov.mark(Mark::DamageRepaired);
+        r.is_ok()
     }
 
     async fn round(&mut self) {
@@ -622,7 +689,7 @@ impl Sim {
             let kind = self.crash_kind();
             let stopped = wal.stopped().is_some();
             let mut extra = self.ctx.oracle().crashed(kind, stopped);
-            self.ctx.fs.crash(kind);
+            self.crash_fs(kind);
             self.ctx.fs.set_capacity(None);
             drop(wal);
             self.wal = None;
@@ -663,7 +730,7 @@ impl Sim {
             self.close_stopped_and_reopen(wal).await;
             return;
         }
-        let Some((first, next, entries)) = self.scan(&wal).await else {
+        let Some((first, next, entries)) = self.scan(&wal, false).await else {
             if std::mem::take(&mut self.scan_stopped) {
                 self.close_stopped_and_reopen(wal).await;
             }
@@ -691,13 +758,17 @@ impl Sim {
         if self.pct(cfg.close_pct) {
             let start = self.ctx.oracle().now();
             self.wal = None;
+            // Damage since this instance opened may have struck what the
+            // scan before the close read.
+            let close_seq = self.open_seq;
+            let lies_before = self.lies_at_open;
             let r = wal.close().await;
             let ok = r.is_ok();
             self.ctx.oracle().finish_close(start, &r);
             let power = ok && cfg.on(FaultClass::PowerLoss) && self.pct(50);
             if power {
                 self.ctx.oracle().crashed(CrashKind::PowerLoss, false);
-                self.ctx.fs.crash(CrashKind::PowerLoss);
+                self.crash_fs(CrashKind::PowerLoss);
             }
             let crashes = self.open_crashes;
             if let Reopened::Open(after) = self.reopen(BTreeMap::new(), false).await {
@@ -725,7 +796,7 @@ impl Sim {
                     }
                 }
                 // A clean close made everything durable: the log is the same.
-                let exact = ok && !cfg.weak() && !cfg.media_damage();
+                let exact = ok && !self.damaged_since(close_seq, lies_before);
                 if exact && after != slots {
                     self.ctx.oracle().violation(format!(
                         "after a clean close{} the reopened log differs ({} records before, {} after)",
@@ -913,7 +984,7 @@ impl Sim {
                 self.reopen(BTreeMap::new(), false).await;
                 return None;
             }
-            let Some((f, n, entries)) = self.scan(&wal).await else {
+            let Some((f, n, entries)) = self.scan(&wal, false).await else {
                 if std::mem::take(&mut self.scan_stopped) {
                     self.close_stopped_and_reopen(wal).await;
                 }
@@ -944,7 +1015,7 @@ impl Sim {
         let kind = self.crash_kind();
         let stopped = wal.stopped().is_some();
         let mut extra = self.ctx.oracle().crashed(kind, stopped);
-        self.ctx.fs.crash(kind);
+        self.crash_fs(kind);
         self.ctx.fs.set_capacity(None);
         self.wal = None;
         drop(wal);
@@ -960,7 +1031,7 @@ impl Sim {
     async fn idempotence(&mut self, wal: Arc<dyn LogApi>) {
         let stopped = wal.stopped().is_some();
         let extra = self.ctx.oracle().crashed(CrashKind::Process, stopped);
-        self.ctx.fs.crash(CrashKind::Process);
+        self.crash_fs(CrashKind::Process);
         self.wal = None;
         drop(wal);
         let Reopened::Open(first) = self.reopen(extra, false).await else {
@@ -968,13 +1039,16 @@ impl Sim {
         };
         let Some(wal) = self.wal.take() else { return };
         let crashes = self.open_crashes;
+        let repairs = self.ctx.oracle().cov.get(Mark::DamageRepaired);
         let extra = self.ctx.oracle().crashed(CrashKind::Process, wal.stopped().is_some());
-        self.ctx.fs.crash(CrashKind::Process);
+        self.crash_fs(CrashKind::Process);
         drop(wal);
         let Reopened::Open(second) = self.reopen(extra, false).await else {
             return;
         };
-        if self.open_crashes != crashes {
+        // A crash inside the second open, or damage found and repaired by
+        // a truncation (checked by the oracle on its own), changes the log.
+        if self.open_crashes != crashes || self.ctx.oracle().cov.get(Mark::DamageRepaired) != repairs {
             return;
         }
         let mut o = self.ctx.oracle();
@@ -1062,7 +1136,7 @@ impl Sim {
             return;
         }
         self.ctx.oracle().crashed(CrashKind::PowerLoss, false);
-        self.ctx.fs.crash(CrashKind::PowerLoss);
+        self.crash_fs(CrashKind::PowerLoss);
         let Reopened::Open(slots) = self.reopen(BTreeMap::new(), true).await else {
             return;
         };
@@ -1077,7 +1151,10 @@ impl Sim {
                     },
                     None => continue,
                 };
-                for k in 0..n {
+                // A repair after damage found at this reopen may have cut
+                // the log before them (a truncation the oracle modelled).
+                let gone_from = o.attempts.get(id).map_or(usize::MAX, |a| a.gone_from);
+                for k in 0..n.min(gone_from) {
                     if !o.holds(&slots, first, first_idx + k as u64, id, k) {
                         o.violation(format!("heal: record #{id}[{k}] closed cleanly, lost at power loss"));
                     }

@@ -17,8 +17,11 @@ pub struct Sweep {
     pub passed: u64,
     /// Of those, how many completed the heal phase.
     pub healed: u64,
-    /// Of those, how many ended early on reported damage (accepted).
+    /// Of those, how many ended early on reported damage they could not
+    /// repair (explained by the damage ledger, so not a failure).
     pub ended_on_damage: u64,
+    /// Seeds in which reported damage was repaired and the run went on.
+    pub repaired: u64,
     /// Failing runs, by seed.
     pub failed: Vec<Report>,
     /// Coverage summed over every seed.
@@ -48,6 +51,9 @@ pub fn run(
         progress(&r);
         let mut s = out.lock().unwrap_or_else(|e| e.into_inner());
         s.coverage.merge(&r.coverage);
+        if r.coverage.get(crate::coverage::Mark::DamageRepaired) > 0 {
+            s.repaired += 1;
+        }
         if r.passed() {
             s.passed += 1;
             match r.end {
@@ -71,4 +77,16 @@ pub fn run(
     let mut s = out.into_inner().unwrap_or_else(|e| e.into_inner());
     s.failed.sort_by_key(|r| r.seed);
     s
+}
+
+impl Sweep {
+    /// Adds another sweep's results (a soak runs chunk after chunk).
+    pub fn merge(&mut self, o: Sweep) {
+        self.passed += o.passed;
+        self.healed += o.healed;
+        self.ended_on_damage += o.ended_on_damage;
+        self.repaired += o.repaired;
+        self.failed.extend(o.failed);
+        self.coverage.merge(&o.coverage);
+    }
 }

@@ -29,7 +29,9 @@ pub struct Ctx {
 impl Ctx {
     /// A context for one run.
     pub fn new(cfg: RunConfig, fs: SimFs, dir: PathBuf) -> Ctx {
-        let oracle = Mutex::new(Oracle::new(&cfg));
+        let mut oracle = Oracle::new(&cfg);
+        oracle.attach_fs(fs.clone(), dir.clone());
+        let oracle = Mutex::new(oracle);
         Ctx { cfg, fs, dir, oracle }
     }
 

@@ -110,4 +110,4 @@ pub use sim::config::{
 };
 #[cfg(feature = "madsim")]
 pub use sim::MadsimClock;
-pub use sim::{MisdirectedWrite, SimDirLock, SimFile, SimFs, TraceEvent};
+pub use sim::{Damage, DamageKind, MisdirectedWrite, SimDirLock, SimFile, SimFs, TraceEvent, MAX_LEDGER_ENTRIES};

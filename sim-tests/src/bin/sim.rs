@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! cargo run --release -p sim-tests --bin sim -- --seeds 2000 [--start S] [--jobs J] [--shrink]
+//! cargo run --release -p sim-tests --bin sim -- --duration 30m --start 9000000   # soak
 //! ```
 //!
 //! Each seed runs in its own madsim runtime on one of `--jobs` OS threads;
@@ -10,7 +11,7 @@
 //! non-zero if any seed failed.
 
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -26,6 +27,10 @@ struct Args {
     /// How many seeds to run.
     #[arg(long, default_value_t = 200)]
     seeds: u64,
+    /// Soak: run seeds from `--start` on, in chunks of `--seeds`, until this
+    /// much time has passed (e.g. `30m`, `2h`, `90s`); reports seeds run.
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
     /// The first seed.
     #[arg(long, default_value_t = 0)]
     start: u64,
@@ -52,6 +57,8 @@ fn main() -> ExitCode {
         .max(1);
     let pb = if args.quiet {
         ProgressBar::hidden()
+    } else if args.duration.is_some() {
+        ProgressBar::new_spinner()
     } else {
         ProgressBar::new(args.seeds)
     };
@@ -83,19 +90,40 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result = sweep::run(args.start, args.seeds, jobs, base, real_opener(), &progress);
+    let chunk = args.seeds.max(1);
+    let mut result = sweep::run(args.start, chunk, jobs, base, real_opener(), &progress);
+    let mut seeds = chunk;
+    if let Some(limit) = args.duration {
+        while started.elapsed() < limit {
+            let more = sweep::run(
+                args.start.wrapping_add(seeds),
+                chunk,
+                jobs,
+                base,
+                real_opener(),
+                &progress,
+            );
+            result.merge(more);
+            seeds += chunk;
+        }
+    }
     pb.finish_and_clear();
     let secs = started.elapsed().as_secs_f64();
     println!(
-        "{} seeds in {:.1} s on {} threads: {:.1} seeds/s",
-        args.seeds,
+        "{} seeds (from {} to {}) in {:.1} s on {} threads: {:.1} seeds/s",
+        seeds,
+        args.start,
+        args.start.wrapping_add(seeds - 1),
         secs,
         jobs,
-        args.seeds as f64 / secs.max(1e-9)
+        seeds as f64 / secs.max(1e-9)
     );
+    println!("passed: {} healed", result.healed);
     println!(
-        "passed: {} healed, {} ended on reported damage (accepted)",
-        result.healed, result.ended_on_damage
+        "ended on reported damage: {} (repaired damage and went on: {} seeds, {} repairs)",
+        result.ended_on_damage,
+        result.repaired,
+        result.coverage.get(sim_tests::coverage::Mark::DamageRepaired)
     );
     println!("{}", result.coverage);
     let missing = result.coverage.missing();
@@ -120,4 +148,19 @@ fn main() -> ExitCode {
     } else {
         ExitCode::FAILURE
     }
+}
+
+/// Parses `90s`, `30m`, `2h` or a plain number of seconds.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("not a duration: {s:?} (try 90s, 30m, 2h)"))?;
+    let secs = match unit {
+        "" | "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        _ => return Err(format!("unknown unit in {s:?} (use s, m or h)")),
+    };
+    Ok(Duration::from_secs(secs))
 }

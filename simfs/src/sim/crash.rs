@@ -9,7 +9,10 @@
 //!   sector) and a seeded durable length become the new content; each
 //!   pending directory operation is independently kept or lost, in order.
 
+use std::collections::BTreeSet;
+
 use super::config::{CrashKind, FaultKind};
+use super::damage::DamageKind;
 use super::state::{Inode, State, CACHE_PAGE, SECTOR};
 
 /// The fate of one dirty page-cache page at power loss.
@@ -74,7 +77,7 @@ impl State {
         }
         // Pending directory operations, oldest first, each kept or lost.
         let ops = std::mem::take(&mut self.ops);
-        for (_, op) in ops {
+        for (id, op) in ops {
             let kept = self.coin();
             let kind = if kept {
                 FaultKind::KeptDirOp
@@ -87,6 +90,10 @@ impl State {
                 None => (None, 0),
             };
             self.fault_event(kind, if kept { "dir_op_kept" } else { "dir_op_lost" }, dir, ino, 0);
+            if !kept {
+                self.record_lost_dir_op(id, &op.parts);
+            }
+            self.lied_ops.remove(&id);
             if kept {
                 for (d, c) in &op.parts {
                     self.apply_durable(*d, c);
@@ -116,6 +123,7 @@ impl State {
     fn lose_page_cache(&mut self, ino: u64) {
         let unit = self.unit;
         let units_per_page = (CACHE_PAGE / unit).max(1);
+        let claims = self.claimed_before_loss(ino);
         let Some(f) = self.file(ino) else { return };
         let dirty: Vec<u64> = f.dirty.iter().copied().collect();
         let (vol_len, dur_len) = (f.vol.len, f.dur.len);
@@ -153,15 +161,18 @@ impl State {
                 }
             };
             let off = group * units_per_page * unit;
-            match fate {
-                Fate::Kept => {}
+            let damage = match fate {
+                Fate::Kept => DamageKind::LostUnit,
                 Fate::Lost => {
-                    self.fault_event(FaultKind::LostWrite, "lost_write", Some(ino), off, CACHE_PAGE.max(unit))
+                    self.fault_event(FaultKind::LostWrite, "lost_write", Some(ino), off, CACHE_PAGE.max(unit));
+                    DamageKind::LostUnit
                 }
                 Fate::Torn => {
-                    self.fault_event(FaultKind::TornWrite, "torn_write", Some(ino), off, CACHE_PAGE.max(unit))
+                    self.fault_event(FaultKind::TornWrite, "torn_write", Some(ino), off, CACHE_PAGE.max(unit));
+                    DamageKind::TornUnit
                 }
-            }
+            };
+            let mut not_kept = BTreeSet::new();
             for &u in units {
                 let keep = match fate {
                     Fate::Kept => true,
@@ -174,9 +185,11 @@ impl State {
                         f.dur.put_page(unit, u, src.as_deref());
                     }
                 } else {
+                    not_kept.insert(u);
                     self.maybe_garbage(ino, u);
                 }
             }
+            self.record_units(damage, ino, &not_kept, vol_len);
             i = j;
         }
         let Some(f) = self.file_mut(ino) else { return };
@@ -184,8 +197,12 @@ impl State {
         f.vol = f.dur.clone();
         f.dirty.clear();
         f.late_error = false;
+        f.claimed.clear();
+        f.claimed_len = 0;
+        f.dropped.clear();
         let cut = new_len.div_ceil(SECTOR);
         let _ = f.bad_sectors.split_off(&cut);
+        self.record_lost_claims(ino, claims);
     }
 
     /// With probability `torn_garbage`, one seeded sector of a lost unit
@@ -214,6 +231,7 @@ impl State {
         if let Some(f) = self.file_mut(ino) {
             f.dur.write(unit, pos, &junk);
         }
+        self.record_damage(DamageKind::Garbage, ino, pos..pos + n);
         self.fault_event(FaultKind::TornGarbage, "torn_garbage", Some(ino), pos, n);
     }
 }

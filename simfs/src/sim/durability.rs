@@ -8,6 +8,7 @@ use std::io;
 use rand::Rng;
 
 use super::config::{FaultKind, SyncFailureProfile};
+use super::damage::DamageKind;
 use super::errors;
 use super::ops::Ctx;
 use super::state::{Components, State, View, SECTOR};
@@ -51,6 +52,10 @@ impl State {
         }
         self.fault_event(FaultKind::Writeback, "writeback", Some(ino), page * unit, unit);
         self.persist_page(ino, page);
+        if let Some(f) = self.file_mut(ino) {
+            f.claimed.remove(&page);
+            f.dropped.remove(&page);
+        }
         self.after_durable(ino, &[page]);
     }
 
@@ -67,6 +72,8 @@ impl State {
                 q += 1;
             }
             target = q;
+            self.record_damage(DamageKind::MisdirectedSource, ino, page * unit..(page + 1) * unit);
+            self.record_damage(DamageKind::MisdirectedDest, ino, q * unit..(q + 1) * unit);
             self.fault_event(
                 FaultKind::MisdirectedWrite,
                 "misdirected_write",
@@ -120,6 +127,7 @@ impl State {
                     if let Some(f) = self.file_mut(ino) {
                         f.bad_sectors.insert(sector);
                     }
+                    self.record_damage(DamageKind::LatentSector, ino, sector * SECTOR..(sector + 1) * SECTOR);
                     self.fault_event(kind, "latent_sector_error", Some(ino), sector * SECTOR, SECTOR);
                 }
                 _ => {
@@ -129,6 +137,7 @@ impl State {
                         let pg = f.dur.page_mut(unit, byte / unit);
                         pg[(byte % unit) as usize] ^= 1 << bit;
                     }
+                    self.record_damage(DamageKind::BitRot, ino, byte..byte + 1);
                     self.fault_event(kind, "bit_rot", Some(ino), byte, u64::from(bit));
                 }
             }
@@ -142,35 +151,56 @@ impl State {
         if self.roll(faults.sync_fail) {
             self.inject(ctx, FaultKind::SyncFail);
             let profile = self.profile;
+            // A btrfs revert undoes what earlier lies claimed, as a power
+            // loss would: the ledger compares before and after.
+            let claims = (profile == SyncFailureProfile::Btrfs).then(|| self.claimed_before_loss(ino));
             let Some(f) = self.file_mut(ino) else {
                 return Err(errors::eio());
             };
             match profile {
                 SyncFailureProfile::Ext4Ordered => {
                     // Pages marked clean, new bytes stay in memory only.
-                    f.dirty.clear();
+                    let dirty = std::mem::take(&mut f.dirty);
+                    f.dropped.extend(dirty);
                     f.errseq += 1;
                     let seq = f.errseq;
                     self.mark_seen(id, seq);
                     return Err(errors::eio());
                 }
                 SyncFailureProfile::Ext4DataJournal => {
-                    f.dirty.clear();
+                    // Reported as a success now (the error comes with the
+                    // next sync): a claim like a lie's.
+                    let dirty = std::mem::take(&mut f.dirty);
+                    f.claimed.extend(dirty);
+                    f.claimed_len = f.claimed_len.max(f.vol.len);
                     f.late_error = true;
                     return Ok(());
                 }
                 SyncFailureProfile::Btrfs => {
+                    let reverted = std::mem::take(&mut f.dirty);
+                    let len = f.vol.len;
                     f.vol = f.dur.clone();
-                    f.dirty.clear();
+                    f.claimed.clear();
+                    f.claimed_len = 0;
+                    f.dropped.clear();
                     f.errseq += 1;
                     let seq = f.errseq;
                     self.mark_seen(id, seq);
+                    self.record_units(DamageKind::RevertedBySyncFailure, ino, &reverted, len);
+                    if let Some(claims) = claims {
+                        self.record_lost_claims(ino, claims);
+                    }
                     return Err(errors::eio());
                 }
             }
         }
         if self.roll(faults.lying_sync) {
             self.inject(ctx, FaultKind::LyingSync);
+            if let Some(f) = self.file_mut(ino) {
+                let dirty = f.dirty.clone();
+                f.claimed.extend(dirty);
+                f.claimed_len = f.claimed_len.max(f.vol.len);
+            }
             return Ok(());
         }
         // Persist every dirty page and the length.
@@ -187,6 +217,11 @@ impl State {
         }
         if let Some(f) = self.file_mut(ino) {
             f.dur.set_len(unit, vol_len);
+            for p in &pages {
+                f.claimed.remove(p);
+                f.dropped.remove(p);
+            }
+            f.claimed_len = 0;
         }
         self.after_durable(ino, &pages);
         // Report an error not yet seen by this handle (errseq), or the one a
@@ -234,6 +269,7 @@ impl State {
         }
         if self.roll(faults.lying_sync) {
             self.inject(ctx, FaultKind::LyingSync);
+            self.lied_ops.extend(pending);
             return Ok(());
         }
         for id in &pending {

@@ -14,6 +14,7 @@
 
 pub mod config;
 mod crash;
+mod damage;
 mod durability;
 mod errors;
 mod image;
@@ -34,6 +35,7 @@ use async_trait::async_trait;
 
 use crate::fs::{DirEntry, File, Fs, Metadata, OpenOptions};
 use config::{CrashKind, FaultConfig, FaultCounters, SimConfig};
+pub use damage::{Damage, DamageKind, MAX_LEDGER_ENTRIES};
 #[cfg(feature = "madsim")]
 pub use madsim_clock::MadsimClock;
 use ops::Ctx;
@@ -218,6 +220,25 @@ impl SimFs {
         })
     }
 
+    /// The names in directory `path` (live entries, sorted), without a
+    /// trace event, latency or fault: for a test's inspection between
+    /// operations. `None` if `path` is not a directory.
+    ///
+    /// ```
+    /// use simfs::{Fs, SimFs};
+    /// futures::executor::block_on(async {
+    ///     let fs = SimFs::new(1);
+    ///     fs.create_dir_all(std::path::Path::new("/d/e")).await.unwrap();
+    ///     assert_eq!(fs.list_dir(std::path::Path::new("/d")), Some(vec!["e".to_string()]));
+    /// });
+    /// ```
+    pub fn list_dir(&self, path: &Path) -> Option<Vec<String>> {
+        let st = self.lock();
+        let comps = State::components(path).ok()?;
+        let ino = st.resolve(&comps, View::Live).ok()?;
+        Some(st.dir(ino)?.vol.keys().cloned().collect())
+    }
+
     /// Per-kind counts of every fault injected so far.
     pub fn counters(&self) -> FaultCounters {
         self.lock().counters
@@ -227,6 +248,68 @@ impl SimFs {
     /// `trace_capacity`).
     pub fn misdirected_writes(&self) -> Vec<MisdirectedWrite> {
         self.lock().misdirected.clone()
+    }
+
+    /// The damage ledger: every byte range this filesystem destroyed, put
+    /// elsewhere or failed to persist, oldest first (whatever
+    /// `trace_capacity`; see [`DamageKind`] for what is recorded when).
+    ///
+    /// ```
+    /// use simfs::{CrashKind, DamageKind, FaultConfig, File, Fs, OpenOptions, SimFs};
+    /// use std::path::Path;
+    ///
+    /// futures::executor::block_on(async {
+    ///     let fs = SimFs::new(3);
+    ///     let f = fs.open(Path::new("/a"), OpenOptions::new().write(true).create(true)).await?;
+    ///     fs.sync_dir(Path::new("/")).await?;
+    ///     fs.set_faults(FaultConfig { lying_sync: 1.0, ..FaultConfig::none() });
+    ///     f.write_all_at(b"acknowledged", 0).await?;
+    ///     f.sync_data().await?; // says Ok, persists nothing
+    ///     fs.crash(CrashKind::PowerLoss);
+    ///     let lost = fs.damage();
+    ///     assert_eq!(lost[0].kind, DamageKind::UnpersistedSync);
+    ///     assert_eq!(lost[0].path.as_deref(), Some("/a"));
+    ///     assert_eq!(lost[0].range, 0..12);
+    ///     Ok::<_, std::io::Error>(())
+    /// }).unwrap();
+    /// ```
+    pub fn damage(&self) -> Vec<Damage> {
+        self.lock().ledger.entries().to_vec()
+    }
+
+    /// The ledger entries recorded at or after trace position `seq`.
+    pub fn damage_since(&self, seq: u64) -> Vec<Damage> {
+        let st = self.lock();
+        let all = st.ledger.entries();
+        let from = all.partition_point(|d| d.seq < seq);
+        all[from..].to_vec()
+    }
+
+    /// Ledger entries dropped because it was full ([`MAX_LEDGER_ENTRIES`]):
+    /// while this is not 0, the ledger is incomplete.
+    pub fn damage_dropped(&self) -> u64 {
+        self.lock().ledger.dropped()
+    }
+
+    /// The trace position the next event will get: damage recorded from now
+    /// on has a `seq` at least this.
+    ///
+    /// ```
+    /// let fs = simfs::SimFs::new(1);
+    /// let before = fs.next_seq();
+    /// fs.heal();
+    /// assert!(fs.next_seq() > before);
+    /// ```
+    pub fn next_seq(&self) -> u64 {
+        self.lock().trace.next_seq()
+    }
+
+    /// The inode the live name `path` refers to, if any (inode numbers
+    /// survive crashes, so a ledger entry can be matched to a file later).
+    pub fn inode_of(&self, path: &Path) -> Option<u64> {
+        let st = self.lock();
+        let comps = State::components(path).ok()?;
+        st.resolve(&comps, View::Live).ok()
     }
 
     /// The last `trace_capacity` events.

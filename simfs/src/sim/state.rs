@@ -16,6 +16,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::config::{FaultConfig, FaultCounters, FaultKind, SimClock, SimConfig, SyncFailureProfile};
+use super::damage::Ledger;
 use super::errors;
 use super::image::Image;
 use super::trace::{MisdirectedWrite, Trace};
@@ -51,6 +52,14 @@ pub(crate) struct FileNode {
     pub(crate) errseq: u64,
     /// `Ext4DataJournal`: a failed sync whose error the next sync reports.
     pub(crate) late_error: bool,
+    /// Units a sync reported durable that had not reached the medium (a
+    /// lying sync, or a late-failing one): the damage ledger records those
+    /// a power loss then loses.
+    pub(crate) claimed: BTreeSet<u64>,
+    /// The longest length such a sync reported durable (0: none pending).
+    pub(crate) claimed_len: u64,
+    /// Units a failed sync dropped from writeback without persisting them.
+    pub(crate) dropped: BTreeSet<u64>,
 }
 
 impl FileNode {
@@ -169,6 +178,10 @@ pub(crate) struct State {
     /// fault is rare, and a test must be able to tell which bytes it
     /// destroyed however long ago.
     pub(crate) misdirected: Vec<MisdirectedWrite>,
+    /// Every byte range destroyed or not persisted ([`super::damage`]).
+    pub(crate) ledger: Ledger,
+    /// Pending directory operations a lying directory sync reported durable.
+    pub(crate) lied_ops: BTreeSet<u64>,
 }
 
 impl State {
@@ -202,6 +215,8 @@ impl State {
             counters: FaultCounters::default(),
             trace: Trace::new(config.trace_capacity),
             misdirected: Vec::new(),
+            ledger: Ledger::default(),
+            lied_ops: BTreeSet::new(),
         }
     }
 
@@ -391,6 +406,7 @@ impl State {
 
     /// Removes an operation from every directory's pending list.
     pub(crate) fn forget_op(&mut self, id: u64) {
+        self.lied_ops.remove(&id);
         if let Some(op) = self.ops.remove(&id) {
             for d in &op.dirs {
                 if let Some(dir) = self.dir_mut(*d) {
@@ -413,6 +429,11 @@ impl State {
     /// Inodes reachable from the root through durable entries.
     pub(crate) fn durable_set(&self) -> BTreeSet<u64> {
         self.reach(vec![ROOT], false, true)
+    }
+
+    /// Inodes reachable from `ino` through live or durable entries.
+    pub(crate) fn subtree(&self, ino: u64) -> BTreeSet<u64> {
+        self.reach(vec![ino], true, true)
     }
 
     fn reach(&self, mut work: Vec<u64>, live: bool, durable: bool) -> BTreeSet<u64> {

@@ -1166,3 +1166,192 @@ fn random_operations_never_panic() {
         });
     }
 }
+
+// ----- damage ledger -----
+
+#[test]
+fn ledger_records_what_a_lie_lost_and_nothing_a_later_sync_persisted() {
+    use super::damage::DamageKind;
+    block_on(async {
+        let fs = SimFs::new(1);
+        let f = durable_file(&fs, "/a", &[1u8; 100]).await;
+        fs.set_faults(FaultConfig {
+            lying_sync: 1.0,
+            ..FaultConfig::none()
+        });
+        f.write_all_at(&[2u8; 8192], 4096).await.unwrap();
+        f.sync_data().await.unwrap();
+        fs.set_faults(FaultConfig::none());
+        // A later honest sync persists page 2 only if it is dirty again:
+        // the lie left both dirty, so this one persists both.
+        f.write_all_at(&[3u8; 10], 4096 * 3).await.unwrap();
+        f.sync_data().await.unwrap();
+        fs.crash(CrashKind::PowerLoss);
+        assert!(fs.damage().is_empty(), "{:?}", fs.damage());
+
+        let f = fs.open(p("/a"), rw()).await.unwrap();
+        fs.set_faults(FaultConfig {
+            lying_sync: 1.0,
+            ..FaultConfig::none()
+        });
+        f.write_all_at(&[4u8; 100], 20_000).await.unwrap();
+        f.sync_data().await.unwrap();
+        let before = fs.next_seq();
+        fs.crash(CrashKind::PowerLoss);
+        let d = fs.damage();
+        let lies: Vec<_> = d.iter().filter(|d| d.kind == DamageKind::UnpersistedSync).collect();
+        assert!(!lies.is_empty(), "{d:?}");
+        assert!(lies.iter().all(|d| d.seq >= before && d.path.as_deref() == Some("/a")));
+        assert!(
+            lies.iter().any(|d| d.range.start <= 20_000 && d.range.end >= 20_100),
+            "{lies:?}"
+        );
+        assert!(
+            lies.iter().all(|d| d.range.start >= 16_384),
+            "only the lied-about unit: {lies:?}"
+        );
+    });
+}
+
+#[test]
+fn ledger_records_a_late_failing_data_journal_sync() {
+    use super::damage::DamageKind;
+    block_on(async {
+        let fs = profile_fs(2, SyncFailureProfile::Ext4DataJournal);
+        let f = durable_file(&fs, "/a", &[1u8; 64]).await;
+        fs.set_faults(FaultConfig {
+            sync_fail: 1.0,
+            ..FaultConfig::none()
+        });
+        f.write_all_at(&[2u8; 32], 4096).await.unwrap();
+        f.sync_data().await.unwrap(); // the failure is reported later
+        fs.set_faults(FaultConfig::none());
+        f.write_all_at(&[3u8; 32], 8192).await.unwrap();
+        assert!(f.sync_data().await.is_err(), "the late report");
+        fs.crash(CrashKind::PowerLoss);
+        let d = fs.damage();
+        assert!(
+            d.iter()
+                .any(|d| d.kind == DamageKind::UnpersistedSync && d.range.start <= 4096 && d.range.end >= 4128),
+            "{d:?}"
+        );
+    });
+}
+
+#[test]
+fn ledger_records_dropped_reverted_and_media_damage() {
+    use super::damage::DamageKind;
+    block_on(async {
+        // ext4 ordered: a failed sync drops the pages from writeback.
+        let fs = profile_fs(3, SyncFailureProfile::Ext4Ordered);
+        let f = durable_file(&fs, "/a", &[1u8; 64]).await;
+        fs.set_faults(FaultConfig {
+            sync_fail: 1.0,
+            ..FaultConfig::none()
+        });
+        f.write_all_at(&[2u8; 32], 4096).await.unwrap();
+        assert!(f.sync_data().await.is_err());
+        fs.crash(CrashKind::PowerLoss);
+        assert!(fs.damage().iter().any(|d| d.kind == DamageKind::DroppedBySyncFailure));
+
+        // btrfs: the page cache is reverted at once.
+        let fs = profile_fs(4, SyncFailureProfile::Btrfs);
+        let f = durable_file(&fs, "/a", &[1u8; 64]).await;
+        fs.set_faults(FaultConfig {
+            sync_fail: 1.0,
+            ..FaultConfig::none()
+        });
+        f.write_all_at(&[2u8; 32], 4096).await.unwrap();
+        assert!(f.sync_data().await.is_err());
+        let d = fs.damage();
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(
+            (d[0].kind, d[0].range.clone()),
+            (DamageKind::RevertedBySyncFailure, 4096..4128)
+        );
+
+        // Media faults as they strike, on their own inode.
+        let fs = with_faults(
+            5,
+            FaultConfig {
+                bit_rot: 1.0,
+                latent_sector_error: 1.0,
+                ..FaultConfig::none()
+            },
+        );
+        let _f = durable_file(&fs, "/b", &[7u8; 4096]).await;
+        let ino = fs.inode_of(p("/b")).unwrap();
+        let d = fs.damage();
+        for kind in [DamageKind::BitRot, DamageKind::LatentSector] {
+            assert!(
+                d.iter().any(|d| d.kind == kind && d.ino == ino && d.range.end <= 4096),
+                "{kind:?}: {d:?}"
+            );
+        }
+    });
+}
+
+#[test]
+fn ledger_records_misdirected_pages_torn_units_and_lost_entries() {
+    use super::damage::DamageKind;
+    block_on(async {
+        let fs = SimFs::new(6);
+        let f = durable_file(&fs, "/a", &[1u8; 3 * 4096]).await;
+        fs.set_faults(FaultConfig {
+            misdirected_write: 1.0,
+            ..FaultConfig::none()
+        });
+        f.write_all_at(&[2u8; 10], 0).await.unwrap();
+        f.sync_data().await.unwrap();
+        let d = fs.damage();
+        assert!(d
+            .iter()
+            .any(|d| d.kind == DamageKind::MisdirectedSource && d.range == (0..4096)));
+        assert!(d
+            .iter()
+            .any(|d| d.kind == DamageKind::MisdirectedDest && d.range.start >= 4096));
+
+        // Unsynced writes lost at power loss: recorded, but not as damage
+        // to durable bytes.
+        let fs = SimFs::new(7);
+        let f = durable_file(&fs, "/a", &[1u8; 64]).await;
+        for i in 0..8u64 {
+            f.write_all_at(&[9u8; 4096], 4096 * i).await.unwrap();
+        }
+        fs.crash(CrashKind::PowerLoss);
+        let d = fs.damage();
+        assert!(
+            d.iter()
+                .any(|d| matches!(d.kind, DamageKind::LostUnit | DamageKind::TornUnit)),
+            "{d:?}"
+        );
+        assert!(d.iter().all(|d| !d.kind.destroys_durable_bytes()), "{d:?}");
+
+        // A lying directory sync: the lost entry, and every file under a
+        // lost directory entry, by inode.
+        let fs = SimFs::new(8);
+        fs.create_dir_all(p("/d/e")).await.unwrap();
+        let f = fs.open(p("/d/e/x"), rwc()).await.unwrap();
+        f.write_all_at(b"x", 0).await.unwrap();
+        f.sync_data().await.unwrap();
+        fs.set_faults(FaultConfig {
+            lying_sync: 1.0,
+            ..FaultConfig::none()
+        });
+        for d in ["/d/e", "/d", "/"] {
+            fs.sync_dir(p(d)).await.unwrap();
+        }
+        let x = fs.inode_of(p("/d/e/x")).unwrap();
+        // Keep crashing until some lied-about entry is lost (each pending
+        // operation is kept or lost by a coin).
+        fs.crash(CrashKind::PowerLoss);
+        let d = fs.damage();
+        if !fs.exists(p("/d/e/x")).await.unwrap() {
+            assert!(
+                d.iter().any(|d| d.kind == DamageKind::UnpersistedDirOp && d.ino == x),
+                "{d:?}"
+            );
+        }
+        assert!(d.iter().all(|d| d.kind == DamageKind::UnpersistedDirOp), "{d:?}");
+    });
+}

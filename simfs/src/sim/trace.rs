@@ -171,6 +171,11 @@ impl Trace {
         self.events.push_back(ev);
     }
 
+    /// The `seq` the next event will get.
+    pub(crate) fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
     /// The `seq` of the last event recorded (0 before any).
     pub(crate) fn last_seq(&self) -> u64 {
         self.next_seq.saturating_sub(1)

@@ -1,0 +1,264 @@
+//! Evidence for excuses: where each record's bytes sit on the simulated disk,
+//! and which damage in SimFs's ledger ([`simfs::SimFs::damage`]) can explain
+//! a lost record or a corruption report.
+//!
+//! The oracle excuses a loss or a report only with a recorded cause: a
+//! [`simfs::Damage`] of an excusing kind on the same inode, starting before
+//! the end of the frame (for a batch, of its commit frame) that was lost or
+//! reported. Recovery stops at the first damage it finds, so everything
+//! after a damaged byte of a file may go with it ("in or after"); nothing
+//! before it may.
+//!
+//! The layout comes from parsing the page-cache image of every segment the
+//! WAL lists, taken right before each crash ([`Layout::snapshot`]): durable
+//! records never move, so the layout before the crash says where the bytes
+//! of every record that had to survive it were.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use simfs::{Damage, DamageKind, SimFs};
+use wal::codec::{self, FrameKind, SegmentHeader};
+
+/// A sealed segment's last index, from its name `{first}-{last}-{id}.wal`
+/// (`None` for an active segment or another name).
+fn sealed_last(name: &str) -> Option<u64> {
+    let mut parts = name.strip_suffix(".wal")?.split('-');
+    let (_first, last) = (parts.next()?, parts.next()?);
+    last.parse().ok()
+}
+
+/// Where one record's bytes sit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordLoc {
+    /// Inode of the segment file.
+    pub ino: u64,
+    /// Offset of the record's frame.
+    pub start: u64,
+    /// End of the frame that commits it (its own frame, or its batch's
+    /// `BatchEnd` frame).
+    pub commit_end: u64,
+    /// Its frame's `durable_next`: every record below it was durable when
+    /// the frame was written, so a recovery that can read this frame knows
+    /// they must be there.
+    pub durable_next: u64,
+}
+
+/// The last known position of every record (by index), from the segment
+/// files' page-cache images.
+#[derive(Debug, Default)]
+pub struct Layout {
+    by_index: BTreeMap<u64, RecordLoc>,
+    /// Per inode, frame start → commit end (for reports given as offsets).
+    frames: BTreeMap<u64, BTreeMap<u64, u64>>,
+    /// Per inode, `(start, durable_next)` of every valid frame the last
+    /// crash left readable, damaged stretches skipped: what recovery could
+    /// see as proof that records before `durable_next` had been durable.
+    after_crash: BTreeMap<u64, Vec<(u64, u64)>>,
+}
+
+/// Damage that can destroy bytes a sync had made (or claimed to make)
+/// durable. Torn and lost units at a power loss hit only pages that were
+/// never claimed durable, and garbage in a torn unit hits durable bytes only
+/// where the WAL rewrote a unit holding them: a WAL that loses a durable
+/// record to one of these wrote into a unit holding durable data, which is
+/// its own bug. A lost directory operation excuses only what a lying
+/// directory sync had claimed.
+pub fn excuses_durable_loss(kind: DamageKind) -> bool {
+    matches!(
+        kind,
+        DamageKind::BitRot
+            | DamageKind::LatentSector
+            | DamageKind::MisdirectedSource
+            | DamageKind::MisdirectedDest
+            | DamageKind::UnpersistedSync
+            | DamageKind::UnpersistedDirOp
+    )
+}
+
+/// One line naming a damage: kind, file, range, when.
+pub fn describe(d: &Damage) -> String {
+    format!(
+        "{:?} on {} (ino {}) bytes {}..{} at fs seq {}",
+        d.kind,
+        d.path.as_deref().unwrap_or("<unlinked>"),
+        d.ino,
+        d.range.start,
+        d.range.end,
+        d.seq
+    )
+}
+
+impl Layout {
+    /// Parses the page-cache image of each segment file in `dir` and
+    /// records where each record is. Reads through SimFs's inspection API:
+    /// no trace event, no fault, no effect on the run; and not through the
+    /// WAL, whose own list may be empty (closed) or wrong (a bug).
+    pub fn snapshot(&mut self, fs: &SimFs, dir: &Path) {
+        let names = fs.list_dir(dir).unwrap_or_default();
+        for name in names.iter().filter(|n| n.ends_with(".wal")) {
+            let path = dir.join(name);
+            let (Some(ino), Some(bytes)) = (fs.inode_of(&path), fs.volatile_content(&path)) else {
+                continue;
+            };
+            self.parse(ino, &bytes, sealed_last(name));
+        }
+    }
+
+    /// Right after a crash: finds every valid frame of every segment file
+    /// as reads now see it (after a power loss, the durable image), looking
+    /// past damage at every frame alignment as recovery does for proof.
+    pub fn snapshot_after_crash(&mut self, fs: &SimFs, dir: &Path) {
+        self.after_crash.clear();
+        let names = fs.list_dir(dir).unwrap_or_default();
+        for name in names.iter().filter(|n| n.ends_with(".wal")) {
+            let path = dir.join(name);
+            let (Some(ino), Some(bytes)) = (fs.inode_of(&path), fs.volatile_content(&path)) else {
+                continue;
+            };
+            let Some(Ok(header)) = bytes.get(..codec::SEGMENT_HEADER_BYTES).map(SegmentHeader::decode) else {
+                continue;
+            };
+            let (seed, last) = (header.frame_seed(), sealed_last(name));
+            let mut found = Vec::new();
+            let mut off = codec::SEGMENT_HEADER_BYTES;
+            while off + codec::FRAME_HEADER_BYTES <= bytes.len() {
+                match codec::decode_frame(&bytes[off..], seed) {
+                    Ok((h, _)) if last.is_none_or(|l| h.index <= l.saturating_add(1)) => {
+                        found.push((off as u64, h.durable_next));
+                        off += h.frame_len();
+                    }
+                    _ => {
+                        // Unwritten space (zeros) holds no frame: jump to
+                        // the next aligned position with a non-zero byte.
+                        let step = codec::FRAME_ALIGN_BYTES;
+                        let nonzero = bytes[off..].iter().position(|b| *b != 0).unwrap_or(bytes.len() - off);
+                        off += (nonzero / step).max(1) * step;
+                    }
+                }
+            }
+            self.after_crash.insert(ino, found);
+        }
+    }
+
+    /// Whether a valid frame at or after `from` in inode `ino` survived the
+    /// last crash carrying `durable_next` above `index`: proof, readable by
+    /// recovery, that record `index` had been durable.
+    pub fn proves_durable(&self, ino: u64, from: u64, index: u64) -> bool {
+        self.after_crash
+            .get(&ino)
+            .is_some_and(|f| f.iter().any(|&(s, dn)| s >= from && dn > index))
+    }
+
+    /// Parses one segment image. `last`: a sealed segment's last index
+    /// from its name; frames past it are not part of the log (a truncation
+    /// seals by name and leaves their bytes in place).
+    fn parse(&mut self, ino: u64, bytes: &[u8], last: Option<u64>) {
+        let Some(head) = bytes.get(..codec::SEGMENT_HEADER_BYTES) else {
+            return;
+        };
+        let Ok(header) = SegmentHeader::decode(head) else {
+            return;
+        };
+        let seed = header.frame_seed();
+        let frames = self.frames.entry(ino).or_default();
+        frames.clear();
+        let mut off = codec::SEGMENT_HEADER_BYTES;
+        let mut batch: Vec<(u64, u64, u64)> = Vec::new();
+        while off < bytes.len() {
+            let Ok((h, _)) = codec::decode_frame(&bytes[off..], seed) else {
+                break;
+            };
+            let start = off as u64;
+            let end = start + h.frame_len() as u64;
+            match h.kind {
+                FrameKind::Padding => {}
+                FrameKind::BatchMember => batch.push((h.index, start, h.durable_next)),
+                FrameKind::Record | FrameKind::BatchEnd if last.is_some_and(|l| h.index > l) => break,
+                FrameKind::Record | FrameKind::BatchEnd => {
+                    batch.push((h.index, start, h.durable_next));
+                    for (index, s, durable_next) in batch.drain(..) {
+                        self.by_index.insert(
+                            index,
+                            RecordLoc {
+                                ino,
+                                start: s,
+                                commit_end: end,
+                                durable_next,
+                            },
+                        );
+                        frames.insert(s, end);
+                    }
+                }
+            }
+            off += h.frame_len();
+        }
+    }
+
+    /// Where record `index` was at the last snapshot that saw it.
+    pub fn locate(&self, index: u64) -> Option<RecordLoc> {
+        self.by_index.get(&index).copied()
+    }
+
+    /// The end of the committing frame of the frame at `offset` of inode
+    /// `ino`, if a snapshot saw a frame there; else `fallback`.
+    pub fn frame_end(&self, ino: u64, offset: u64, fallback: u64) -> u64 {
+        self.frames
+            .get(&ino)
+            .and_then(|f| f.range(..=offset).next_back())
+            .filter(|(_, end)| **end > offset)
+            .map_or(fallback, |(_, end)| *end)
+    }
+}
+
+/// Whether damage `d` can have destroyed bytes of the record at `loc` or of
+/// its commit frame.
+fn hits(d: &Damage, loc: RecordLoc) -> bool {
+    d.ino == loc.ino && d.range.start < loc.commit_end && d.range.end > loc.start
+}
+
+/// The first damage in `ledger` that can explain losing durable record
+/// `index` at `loc`: an excusing kind on its inode that either hit the
+/// record's own bytes (or its commit frame) at or after `since` (the trace
+/// position where its append began: older damage there was overwritten by
+/// the record itself), or lies before it in the file, whenever it struck
+/// ("in or after": a recovery stops at the first damage).
+///
+/// Even damage that destroyed the record excuses its loss only if recovery
+/// had no proof that it was durable: unless `point_in_time` (the operator
+/// asked to cut at the first damage), no valid frame the crash left after
+/// the damage may carry a `durable_next` above `index`
+/// ([`Layout::proves_durable`]). That frame told recovery the record was
+/// durable, so cutting it (and saying so only in a report) instead of
+/// failing the open with `Corruption` is the WAL's bug.
+pub fn explain_loss<'a>(
+    ledger: &'a [Damage],
+    index: u64,
+    loc: RecordLoc,
+    since: u64,
+    point_in_time: bool,
+    layout: &Layout,
+) -> Option<&'a Damage> {
+    ledger.iter().find(|d| {
+        excuses_durable_loss(d.kind)
+            && d.ino == loc.ino
+            && d.range.start < loc.commit_end
+            && (!hits(d, loc) || d.seq >= since)
+            && (point_in_time || !layout.proves_durable(d.ino, d.range.end, index))
+    })
+}
+
+/// The first damage in `ledger` that can explain a report of damage (or a
+/// persistent read error) at an offset of inode `ino` whose frame ends at
+/// `frame_end`: a kind `accept` takes, on that inode, starting before
+/// `frame_end`.
+pub fn explain_report<'a>(
+    ledger: &'a [Damage],
+    ino: u64,
+    frame_end: u64,
+    accept: &dyn Fn(DamageKind) -> bool,
+) -> Option<&'a Damage> {
+    ledger
+        .iter()
+        .find(|d| accept(d.kind) && d.ino == ino && d.range.start < frame_end)
+}
