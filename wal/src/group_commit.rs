@@ -389,13 +389,21 @@ impl<F: Fs> Writer<F> {
         }
         if let Some(a) = &self.active {
             // After recovery the durable tail may end mid-sector: never write
-            // into that sector again; start a new segment instead.
+            // into that sector again; start a new segment instead. If the
+            // seal visibly failed, fail the group (nothing written, the WAL
+            // goes on; the next group tries the seal again): a write after
+            // the tail rewrites the atomic unit that holds durable records,
+            // and a power loss that tears it loses them (simulation seed
+            // 7001352: rename EIO, the group written after the tail, a torn
+            // 512-byte unit took a record recovery had made durable).
             let align = inner.opts.durable_alignment_bytes;
             let durable_tail = inner.state().durable_next == group[0].first_index;
             if a.records > 0 && self.end_of(a) % align != 0 && durable_tail {
-                match self.seal(inner).await {
-                    Err(GroupError::Abort(e)) => warn!(error = %e, "rotation failed; writing after an unaligned tail"),
-                    other => other?,
+                if let Err(e) = self.seal(inner).await {
+                    if let GroupError::Abort(e) = &e {
+                        warn!(error = %e, "rotation of an unaligned durable tail failed; the group fails");
+                    }
+                    return Err(e);
                 }
             }
         }

@@ -840,3 +840,60 @@ fn preallocation_zero_fills_ahead_and_is_trimmed_at_close() {
         assert_eq!(collect(&wal).await.unwrap().len(), 10);
     });
 }
+
+/// A failed rotation must not make the writer write into the atomic unit
+/// that holds durable records (simulation seed 7001352). Recovery leaves the
+/// active segment ending mid-unit (Manual policy, unsynced records that it
+/// made durable); the next group must seal that tail first, and when the
+/// seal's rename fails, the group fails: writing after the unaligned tail
+/// rewrites the unit, and a power loss that tears it (512-byte sectors,
+/// garbage) took the durable record with it.
+#[test]
+fn a_failed_seal_of_an_unaligned_durable_tail_fails_the_group_instead_of_writing_into_it() {
+    for seed in 0..16 {
+        let cfg = SimConfig {
+            atomic_write_unit_bytes: 512,
+            ..SimConfig::default()
+        };
+        let fs = SimFs::with_config(seed, cfg);
+        let opts = || Options {
+            sync_policy: SyncPolicy::Manual,
+            ..Options::default()
+        };
+        block_on(async {
+            let wal = open(&fs, opts()).await.unwrap();
+            wal.append(payload(0, 100)).await.unwrap();
+            drop(wal);
+            // The page cache keeps record 0; recovery makes it durable and
+            // cuts the zero tail right after it, mid-unit.
+            fs.crash(CrashKind::Process);
+            let wal = open(&fs, opts()).await.unwrap();
+            assert_eq!(collect(&wal).await.unwrap(), vec![(0, payload(0, 100))]);
+            fs.set_faults(FaultConfig {
+                eio_rename: 1.0,
+                ..FaultConfig::none()
+            });
+            match wal.append(payload(1, 100)).await {
+                Err(Error::AppendFailed { .. }) => {}
+                other => panic!("seed {seed}: expected AppendFailed (the seal failed), got {other:?}"),
+            }
+            assert!(wal.stopped().is_none(), "a failed rotation leaves the WAL usable");
+            fs.set_faults(FaultConfig {
+                torn_garbage: 1.0,
+                ..FaultConfig::none()
+            });
+            drop(wal);
+            fs.crash(CrashKind::PowerLoss);
+            fs.heal();
+            let wal = open(&fs, opts()).await.unwrap();
+            assert_eq!(
+                collect(&wal).await.unwrap(),
+                vec![(0, payload(0, 100))],
+                "seed {seed}: record 0 was durable after the first recovery; report {:?}",
+                wal.recovery_report()
+            );
+            // Faults off: the seal succeeds and appends go on.
+            assert_eq!(wal.append(payload(1, 100)).await.unwrap(), 1);
+        });
+    }
+}
