@@ -118,6 +118,15 @@ pub(crate) async fn recover<F: Fs>(
         }
     }
     let low_water = meta.map(|m| m.low_water);
+    restore_compaction_outputs(
+        fs,
+        dir,
+        &mut sealed,
+        &active,
+        &mut leftovers,
+        low_water.unwrap_or(default_first_index),
+    )
+    .await?;
     leftovers.extend(reconcile(&mut sealed, &active, low_water));
     validate_names(dir, &sealed, &active)?;
     // Temporary files and leftovers of interrupted operations: removed only
@@ -316,6 +325,117 @@ async fn remove_leftovers<F: Fs>(
             Err(e)
         }
     }
+}
+
+/// Renames into place a compaction output left under its temporary name
+/// (`{first}-{last}-{id}.wal.tmp`) when it is the only copy of some records:
+/// indices of its range, at or above the low-water mark `low`, that no
+/// remaining segment holds while a remaining segment starts above them (a
+/// hole, or a missing prefix; never a missing suffix, which a truncation
+/// leaves). Compaction renames its output into place and fsyncs the
+/// directory before it removes any input, so with honest fsyncs this never
+/// happens; after a directory fsync that returned Ok without persisting
+/// (a lying device), a power loss can keep the unlink of an input and lose
+/// the output's rename (simulation seed 8002980: segment 0-178 gone, its
+/// records only in the output's temporary file, which recovery then
+/// deleted as a leftover). The output is used only once every frame of its
+/// range checks (`Segment::build_sparse`, as for any sealed segment); the
+/// rename is made durable before any input is removed (reconcile rule 3
+/// then removes the inputs it contains). A damaged output stays a leftover;
+/// a read error fails the open, nothing removed.
+async fn restore_compaction_outputs<F: Fs>(
+    fs: &F,
+    dir: &Path,
+    sealed: &mut Vec<(SegmentName, String)>,
+    active: &[(SegmentName, String)],
+    leftovers: &mut Vec<String>,
+    low: u64,
+) -> Result<()> {
+    let mut restored = Vec::new();
+    for tmp_name in leftovers.iter() {
+        let Some(stem) = tmp_name.strip_suffix(TMP_SUFFIX) else {
+            continue;
+        };
+        let final_name = format!("{stem}{SEGMENT_SUFFIX}");
+        let Some(SegmentName::Sealed { first, last, id }) = SegmentName::parse(&final_name) else {
+            continue;
+        };
+        if !holds_missing_records(sealed, active, first, last, low) {
+            continue;
+        }
+        let tmp_path = dir.join(tmp_name);
+        let seg: Segment<F> = Segment::new(
+            id,
+            first,
+            SegMeta {
+                path: tmp_path.clone(),
+                last_index: Some(last),
+                sealed: true,
+                end_offset: u64::MAX,
+                sparse: Vec::new(),
+                sparse_complete: false,
+            },
+            None,
+        );
+        match seg.build_sparse(fs).await {
+            Ok(()) => {}
+            Err(e @ Error::Corruption { .. }) => {
+                warn!(path = %tmp_path.display(), error = %e, "a compaction output holding missing records is damaged");
+                continue;
+            }
+            Err(e) => return Err(e),
+        }
+        let final_path = dir.join(&final_name);
+        fs.rename(&tmp_path, &final_path)
+            .await
+            .map_err(|e| Error::io("rename", &tmp_path, 0, e))?;
+        fs.sync_dir(dir).await.map_err(|e| Error::io("sync_dir", dir, 0, e))?;
+        warn!(
+            segment = %final_path.display(),
+            first,
+            last,
+            "restored a compaction output whose rename was lost: it held records no other segment had"
+        );
+        sealed.push((SegmentName::Sealed { first, last, id }, final_name));
+        restored.push(tmp_name.clone());
+    }
+    if !restored.is_empty() {
+        leftovers.retain(|n| !restored.contains(n));
+        sealed.sort_by(|a, b| a.1.cmp(&b.1));
+    }
+    Ok(())
+}
+
+/// Whether some index of `[first, last]`, at or above `low`, is held by no
+/// segment name while a segment starts above it.
+fn holds_missing_records(
+    sealed: &[(SegmentName, String)],
+    active: &[(SegmentName, String)],
+    first: u64,
+    last: u64,
+    low: u64,
+) -> bool {
+    let mut ranges: Vec<(u64, u64)> = sealed
+        .iter()
+        .chain(active.iter())
+        .map(|(n, _)| match *n {
+            SegmentName::Sealed { first, last, .. } => (first, last),
+            SegmentName::Active { first, .. } => (first, u64::MAX),
+        })
+        .collect();
+    ranges.sort_unstable();
+    let mut at = first.max(low);
+    for &(f, l) in &ranges {
+        if at > last {
+            return false;
+        }
+        if f > at {
+            // `at` is missing, and this segment starts above it.
+            return true;
+        }
+        at = at.max(l.saturating_add(1));
+    }
+    false
 }
 
 /// Reconciles leftovers of interrupted lifecycle operations and returns the

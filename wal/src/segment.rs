@@ -242,7 +242,7 @@ impl<F: Fs> Segment<F> {
     /// Scans a sealed segment once, checking every frame, to build its sparse
     /// index. Any damage is `Corruption`: a sealed segment's range is promised
     /// by its name.
-    async fn build_sparse(&self, fs: &F) -> Result<()> {
+    pub(crate) async fn build_sparse(&self, fs: &F) -> Result<()> {
         let (path, last, sealed, end) = {
             let m = self.meta();
             if m.sparse_complete {

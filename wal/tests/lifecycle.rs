@@ -743,3 +743,146 @@ fn a_prune_after_a_failed_snapshot_install_keeps_its_answer_across_a_restart() {
         assert_eq!(wal.append_at(88, b"s".to_vec()).await.unwrap(), 88);
     });
 }
+
+/// The names in the log directory, sorted.
+async fn dir_names(fs: &SimFs) -> Vec<String> {
+    let mut names: Vec<String> = fs.read_dir(dir()).await.unwrap().into_iter().map(|e| e.name).collect();
+    names.sort();
+    names
+}
+
+/// The sealed segment files in the log directory, sorted.
+async fn sealed_names(fs: &SimFs) -> Vec<String> {
+    let mut names = dir_names(fs).await;
+    names.retain(|n| n.ends_with(".wal") && !n.contains("-active-"));
+    names
+}
+
+/// A copy of a file's current bytes.
+async fn content(fs: &SimFs, name: &str) -> Vec<u8> {
+    let f = fs.open(&dir().join(name), OpenOptions::new().read(true)).await.unwrap();
+    let mut buf = vec![0u8; f.len().await.unwrap() as usize];
+    f.read_exact_at(&mut buf, 0).await.unwrap();
+    buf
+}
+
+/// Creates a file with these bytes, durably (data and name).
+async fn put(fs: &SimFs, name: &str, bytes: &[u8]) {
+    let f = fs
+        .open(
+            &dir().join(name),
+            OpenOptions::new().read(true).write(true).create_new(true),
+        )
+        .await
+        .unwrap();
+    f.write_all_at(bytes, 0).await.unwrap();
+    f.sync_data().await.unwrap();
+    fs.sync_dir(dir()).await.unwrap();
+}
+
+/// Compacts the three sealed segments of a 17-record log into one; returns
+/// the inputs (names and bytes) and the output's name.
+async fn compact_three(wal: &Wal<SimFs>, fs: &SimFs) -> (Vec<(String, Vec<u8>)>, String) {
+    fill(wal, 17).await;
+    let mut inputs = Vec::new();
+    for n in sealed_names(fs).await {
+        let bytes = content(fs, &n).await;
+        inputs.push((n, bytes));
+    }
+    assert_eq!(inputs.len(), 3, "{inputs:?}");
+    let opts = CompactionOptions {
+        small_segment_bytes: 1 << 20,
+        max_output_bytes: 1 << 20,
+    };
+    assert_eq!(wal.compact(opts).await.unwrap().runs.len(), 1);
+    let outputs = sealed_names(fs).await;
+    assert_eq!(outputs.len(), 1, "{outputs:?}");
+    (inputs, outputs[0].clone())
+}
+
+fn tmp_name(segment: &str) -> String {
+    format!("{}.wal.tmp", segment.trim_end_matches(".wal"))
+}
+
+/// What a lying directory fsync after a compaction's rename leaves after a
+/// power loss (simulation seed 8002980): the output under its temporary
+/// name (the rename lost), the first input's unlink kept, the other inputs
+/// back. The output's temporary file is then the only copy of the first
+/// input's records; recovery used to delete it as a leftover, and the log
+/// silently started at the second input. It must be renamed into place
+/// (after a full check), and the inputs it contains removed.
+#[test]
+fn a_compaction_output_whose_rename_was_lost_is_restored_when_it_holds_missing_records() {
+    block_on(async {
+        let fs = SimFs::new(12);
+        let wal = open(&fs, five_per_segment()).await.unwrap();
+        let (inputs, output) = compact_three(&wal, &fs).await;
+        let before = collect(&wal).await.unwrap();
+        drop(wal);
+        fs.rename(&dir().join(&output), &dir().join(tmp_name(&output)))
+            .await
+            .unwrap();
+        for (name, bytes) in &inputs[1..] {
+            put(&fs, name, bytes).await;
+        }
+        fs.crash(CrashKind::PowerLoss);
+
+        let wal = open(&fs, five_per_segment()).await.unwrap();
+        assert_eq!(wal.first_index(), 0, "report {:?}", wal.recovery_report());
+        assert_eq!(collect(&wal).await.unwrap(), before);
+        assert_eq!(sealed_names(&fs).await, vec![output.clone()]);
+        assert!(!dir_names(&fs).await.iter().any(|n| n.ends_with(".tmp")));
+        drop(wal);
+        fs.crash(CrashKind::PowerLoss);
+        let wal = open(&fs, five_per_segment()).await.unwrap();
+        assert_eq!(collect(&wal).await.unwrap(), before);
+    });
+}
+
+/// A compaction output under its temporary name is a leftover (removed,
+/// never used) when the remaining segments hold every record of its range
+/// (a crash before its rename), when it is damaged, and when it would only
+/// extend the log past its end (records a later truncation removed).
+#[test]
+fn a_compaction_output_under_its_temporary_name_is_removed_unless_it_is_the_only_copy() {
+    block_on(async {
+        let fs = SimFs::new(13);
+        let wal = open(&fs, five_per_segment()).await.unwrap();
+        let (inputs, output) = compact_three(&wal, &fs).await;
+        let out_bytes = content(&fs, &output).await;
+        drop(wal);
+        let tmp = tmp_name(&output);
+        // Every input back: nothing missing.
+        fs.rename(&dir().join(&output), &dir().join(&tmp)).await.unwrap();
+        for (name, bytes) in &inputs {
+            put(&fs, name, bytes).await;
+        }
+        let wal = open(&fs, five_per_segment()).await.unwrap();
+        assert_eq!(indices(&collect(&wal).await.unwrap()), (0..17).collect::<Vec<_>>());
+        let names = dir_names(&fs).await;
+        assert!(!names.contains(&tmp) && !names.contains(&output), "{names:?}");
+        drop(wal);
+
+        // Damaged: not used, and the open says where the log starts.
+        let mut bad = out_bytes.clone();
+        let at = bad.len() / 3;
+        bad[at] ^= 1;
+        put(&fs, &tmp, &bad).await;
+        fs.remove_file(&dir().join(&inputs[0].0)).await.unwrap();
+        fs.sync_dir(dir()).await.unwrap();
+        let wal = open(&fs, five_per_segment()).await.unwrap();
+        assert_eq!(wal.first_index(), 5);
+        assert!(!dir_names(&fs).await.contains(&tmp));
+        drop(wal);
+        put(&fs, &inputs[0].0, &inputs[0].1).await;
+
+        // Past the end: a truncation removed records the output holds.
+        let wal = open(&fs, five_per_segment()).await.unwrap();
+        wal.truncate_from(5).await.unwrap();
+        drop(wal);
+        put(&fs, &tmp, &out_bytes).await;
+        let wal = open(&fs, five_per_segment()).await.unwrap();
+        assert_eq!(indices(&collect(&wal).await.unwrap()), (0..5).collect::<Vec<_>>());
+        assert!(!dir_names(&fs).await.contains(&tmp));
+    });
+}
