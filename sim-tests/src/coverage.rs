@@ -56,6 +56,10 @@ pub enum Mark {
     /// late-failing) sync had claimed durable: the first index moved back or
     /// removed records came back, excused once.
     UndoneByLyingSync,
+    /// Records of an `AppendFailed` attempt were in a recovered log, and
+    /// the ledger shows the cut-back of its partial write did not persist
+    /// there (a lying fsync after writeback had persisted the page).
+    FailedAppendCutUndone,
     /// Appends ran into backpressure (a small queue) while others were writing.
     SoloRound,
     /// A disk-full episode ran.
@@ -90,7 +94,7 @@ pub enum Mark {
 
 impl Mark {
     /// The marks every default sweep must reach.
-    pub const REQUIRED: [Mark; 21] = [
+    pub const REQUIRED: [Mark; 23] = [
         Mark::PruneDone,
         Mark::FullPrune,
         Mark::SnapshotInstall,
@@ -112,6 +116,8 @@ impl Mark {
         Mark::WrongIndexRefused,
         Mark::HealCompleted,
         Mark::BufferFlushed,
+        Mark::DamageRepaired,
+        Mark::LostToRecordedDamage,
     ];
 }
 

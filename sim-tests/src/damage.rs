@@ -51,10 +51,12 @@ pub struct Layout {
     by_index: BTreeMap<u64, RecordLoc>,
     /// Per inode, frame start → commit end (for reports given as offsets).
     frames: BTreeMap<u64, BTreeMap<u64, u64>>,
-    /// Per inode, `(start, durable_next)` of every valid frame the last
-    /// crash left readable, damaged stretches skipped: what recovery could
-    /// see as proof that records before `durable_next` had been durable.
-    after_crash: BTreeMap<u64, Vec<(u64, u64)>>,
+    /// Per inode, `(start, index, durable_next)` of every valid frame the
+    /// last crash left readable, damaged stretches skipped: what recovery
+    /// could see as proof that records before `durable_next` had been
+    /// durable.
+    /// (`index` is `None` for padding.)
+    after_crash: BTreeMap<u64, Vec<(u64, Option<u64>, u64)>>,
 }
 
 /// Damage that can destroy bytes a sync had made (or claimed to make)
@@ -124,8 +126,9 @@ impl Layout {
             let mut off = codec::SEGMENT_HEADER_BYTES;
             while off + codec::FRAME_HEADER_BYTES <= bytes.len() {
                 match codec::decode_frame(&bytes[off..], seed) {
-                    Ok((h, _)) if last.is_none_or(|l| h.index <= l.saturating_add(1)) => {
-                        found.push((off as u64, h.durable_next));
+                    Ok((h, _)) if last.is_none_or(|l| h.index <= l) => {
+                        let index = (h.kind != FrameKind::Padding).then_some(h.index);
+                        found.push((off as u64, index, h.durable_next));
                         off += h.frame_len();
                     }
                     _ => {
@@ -147,7 +150,16 @@ impl Layout {
     pub fn proves_durable(&self, ino: u64, from: u64, index: u64) -> bool {
         self.after_crash
             .get(&ino)
-            .is_some_and(|f| f.iter().any(|&(s, dn)| s >= from && dn > index))
+            .is_some_and(|f| f.iter().any(|&(s, _, dn)| s >= from && dn > index))
+    }
+
+    /// Where the last crash left a valid frame of record `index`: inode and
+    /// offset (the newest segment's, if several hold one).
+    pub fn after_crash_frame(&self, index: u64) -> Option<(u64, u64)> {
+        self.after_crash
+            .iter()
+            .rev()
+            .find_map(|(ino, f)| f.iter().find(|fr| fr.1 == Some(index)).map(|fr| (*ino, fr.0)))
     }
 
     /// Parses one segment image. `last`: a sealed segment's last index

@@ -198,7 +198,7 @@ impl State {
         f.dirty.clear();
         f.late_error = false;
         f.claimed.clear();
-        f.claimed_len = 0;
+        f.claimed_len = None;
         f.dropped.clear();
         let cut = new_len.div_ceil(SECTOR);
         let _ = f.bad_sectors.split_off(&cut);

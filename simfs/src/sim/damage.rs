@@ -60,7 +60,8 @@ pub enum DamageKind {
     MisdirectedDest,
     /// A sync reported success but these bytes (or this length) had not
     /// reached the medium, and a power loss (or a btrfs failed sync, which
-    /// reverts the page cache) then lost them.
+    /// reverts the page cache) then lost them; or the sync claimed a cut
+    /// (`set_len` down) that did not persist, and these bytes came back.
     UnpersistedSync,
     /// A failed sync dropped these bytes from writeback (the caller was told
     /// the sync failed), and a power loss then lost them.
@@ -277,9 +278,16 @@ impl State {
         let old_len = before.vol_len;
         self.record_units(DamageKind::UnpersistedSync, ino, &claimed, old_len);
         self.record_units(DamageKind::DroppedBySyncFailure, ino, &dropped, old_len);
-        let claimed_end = before.claimed_len.min(old_len);
-        if claimed_end > new_len {
-            self.record_damage(DamageKind::UnpersistedSync, ino, new_len..claimed_end);
+        match before.claimed_len {
+            // A length that did not persist: bytes claimed are gone, or
+            // bytes a claimed cut removed are back.
+            Some(claimed) if claimed.min(old_len) > new_len => {
+                self.record_damage(DamageKind::UnpersistedSync, ino, new_len..claimed.min(old_len));
+            }
+            Some(claimed) if claimed < new_len => {
+                self.record_damage(DamageKind::UnpersistedSync, ino, claimed..new_len);
+            }
+            _ => {}
         }
     }
 
@@ -317,7 +325,7 @@ impl State {
 #[derive(Debug, Default)]
 pub(crate) struct ClaimedBefore {
     vol_len: u64,
-    claimed_len: u64,
+    claimed_len: Option<u64>,
     claimed: Vec<(u64, Vec<u8>)>,
     dropped: Vec<(u64, Vec<u8>)>,
 }

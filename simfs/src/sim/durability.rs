@@ -172,7 +172,7 @@ impl State {
                     // next sync): a claim like a lie's.
                     let dirty = std::mem::take(&mut f.dirty);
                     f.claimed.extend(dirty);
-                    f.claimed_len = f.claimed_len.max(f.vol.len);
+                    f.claimed_len = Some(f.vol.len);
                     f.late_error = true;
                     return Ok(());
                 }
@@ -181,7 +181,7 @@ impl State {
                     let len = f.vol.len;
                     f.vol = f.dur.clone();
                     f.claimed.clear();
-                    f.claimed_len = 0;
+                    f.claimed_len = None;
                     f.dropped.clear();
                     f.errseq += 1;
                     let seq = f.errseq;
@@ -199,7 +199,7 @@ impl State {
             if let Some(f) = self.file_mut(ino) {
                 let dirty = f.dirty.clone();
                 f.claimed.extend(dirty);
-                f.claimed_len = f.claimed_len.max(f.vol.len);
+                f.claimed_len = Some(f.vol.len);
             }
             return Ok(());
         }
@@ -221,7 +221,7 @@ impl State {
                 f.claimed.remove(p);
                 f.dropped.remove(p);
             }
-            f.claimed_len = 0;
+            f.claimed_len = None;
         }
         self.after_durable(ino, &pages);
         // Report an error not yet seen by this handle (errseq), or the one a

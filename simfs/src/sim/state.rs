@@ -56,8 +56,9 @@ pub(crate) struct FileNode {
     /// lying sync, or a late-failing one): the damage ledger records those
     /// a power loss then loses.
     pub(crate) claimed: BTreeSet<u64>,
-    /// The longest length such a sync reported durable (0: none pending).
-    pub(crate) claimed_len: u64,
+    /// The length the last such sync reported durable (`None`: every
+    /// length reported durable since was persisted).
+    pub(crate) claimed_len: Option<u64>,
     /// Units a failed sync dropped from writeback without persisting them.
     pub(crate) dropped: BTreeSet<u64>,
 }
