@@ -20,6 +20,15 @@ use std::path::Path;
 use simfs::{Damage, DamageKind, SimFs};
 use wal::codec::{self, FrameKind, SegmentHeader};
 
+/// How far to move past a position that holds no valid frame: to the next
+/// frame alignment, or past a run of zeros (unwritten space) to the last
+/// aligned position before its end.
+fn skip_len(rest: &[u8]) -> usize {
+    let step = codec::FRAME_ALIGN_BYTES;
+    let zeros = rest.iter().position(|b| *b != 0).unwrap_or(rest.len());
+    (zeros / step).max(1) * step
+}
+
 /// A sealed segment's last index, from its name `{first}-{last}-{id}.wal`
 /// (`None` for an active segment or another name).
 fn sealed_last(name: &str) -> Option<u64> {
@@ -131,13 +140,7 @@ impl Layout {
                         found.push((off as u64, index, h.durable_next));
                         off += h.frame_len();
                     }
-                    _ => {
-                        // Unwritten space (zeros) holds no frame: jump to
-                        // the next aligned position with a non-zero byte.
-                        let step = codec::FRAME_ALIGN_BYTES;
-                        let nonzero = bytes[off..].iter().position(|b| *b != 0).unwrap_or(bytes.len() - off);
-                        off += (nonzero / step).max(1) * step;
-                    }
+                    _ => off += skip_len(&bytes[off..]),
                 }
             }
             self.after_crash.insert(ino, found);
@@ -177,9 +180,13 @@ impl Layout {
         frames.clear();
         let mut off = codec::SEGMENT_HEADER_BYTES;
         let mut batch: Vec<(u64, u64, u64)> = Vec::new();
-        while off < bytes.len() {
+        while off + codec::FRAME_HEADER_BYTES <= bytes.len() {
             let Ok((h, _)) = codec::decode_frame(&bytes[off..], seed) else {
-                break;
+                // Damage (or unwritten space): look for later frames, as
+                // the records there are still where they were.
+                batch.clear();
+                off += skip_len(&bytes[off..]);
+                continue;
             };
             let start = off as u64;
             let end = start + h.frame_len() as u64;

@@ -143,8 +143,9 @@ pub struct Oracle {
     /// Where an operator repair cut the log just recovered, until
     /// [`Oracle::after_recovery`] takes it into account.
     operator_cut: Option<u64>,
-    /// SimFs trace position of the last power loss.
-    power_loss_seq: u64,
+    /// SimFs trace position of the first crash since the last successful
+    /// recovery (`None` before one).
+    crash_seq: Option<u64>,
     /// A power loss undid directory operations or file sizes that a lying
     /// (or late-failing) sync had claimed durable (evidence from SimFs's
     /// counters: the lie and the loss both happened). Allows the first index
@@ -217,7 +218,7 @@ impl Oracle {
             layout: Layout::default(),
             claims_seen: 0,
             operator_cut: None,
-            power_loss_seq: 0,
+            crash_seq: None,
             undone_by_lie: false,
             eio_read: cfg.on(FaultClass::EioRead)
                 || cfg.on(FaultClass::EioOpen)
@@ -1113,8 +1114,8 @@ impl Oracle {
     pub fn crashed(&mut self, kind: CrashKind, wal_stopped: bool) -> BTreeMap<u64, (usize, usize)> {
         let t = self.now();
         self.event(&format!("CRASH {kind:?} (wal stopped: {wal_stopped})"));
-        if kind == CrashKind::PowerLoss {
-            self.power_loss_seq = self.fs.as_ref().map_or(0, SimFs::next_seq);
+        if self.crash_seq.is_none() {
+            self.crash_seq = Some(self.fs.as_ref().map_or(0, SimFs::next_seq));
         }
         self.prunes_in_flight = 0;
         self.last_prune_end = t;
@@ -1252,6 +1253,7 @@ impl Oracle {
         self.first_lo = self.first_lo.max(first);
         self.first_hi = first.max(self.first_lo);
         self.undone_by_lie = false;
+        self.crash_seq = None;
         // Acknowledged records seen now were synced by recovery: they must stay.
         self.must.retain(|i, _| *i < next && *i >= first);
         for (j, s) in slots.iter().enumerate() {
@@ -1347,14 +1349,23 @@ impl Oracle {
     }
 
     /// After an acknowledgement: if a sync claimed what it did not persist
-    /// since the last look (a lie, or a failure reported late), records
-    /// where every record sits now. A btrfs failed sync can revert the page
-    /// cache before any crash, so the claim is the last moment the lost
-    /// records' positions can be seen.
+    /// since the last look (a lie, or a failure reported late), or a media
+    /// fault struck durable data, records where every record sits now. A
+    /// btrfs failed sync can revert the page cache before any crash, so
+    /// this is the last moment the lost records' positions can be seen.
     fn snapshot_after_claims(&mut self) {
         let Some(fs) = &self.fs else { return };
         let c = fs.counters();
-        let claims = c.get(simfs::FaultKind::LyingSync) + c.get(simfs::FaultKind::SyncFail);
+        let claims = [
+            simfs::FaultKind::LyingSync,
+            simfs::FaultKind::SyncFail,
+            simfs::FaultKind::MisdirectedWrite,
+            simfs::FaultKind::BitRot,
+            simfs::FaultKind::LatentSectorError,
+        ]
+        .iter()
+        .map(|k| c.get(*k))
+        .sum::<u64>();
         if claims != self.claims_seen {
             self.claims_seen = claims;
             self.layout.snapshot(fs, &self.dir);
@@ -1409,11 +1420,11 @@ impl Oracle {
             // A naming problem (two active segments, a gap between segment
             // names, a file back from the dead) is explained by a directory
             // operation of the same directory that a lying directory sync
-            // claimed and the last power loss lost.
+            // claimed and a power loss since the last recovery lost.
             let dir = path.parent().map(|d| d.to_string_lossy().into_owned());
             let lost_entry = ledger.iter().find(|d| {
                 d.kind == simfs::DamageKind::UnpersistedDirOp
-                    && d.seq >= self.power_loss_seq
+                    && d.seq >= self.crash_seq.unwrap_or(u64::MAX)
                     && d.path
                         .as_deref()
                         .and_then(|p| p.rsplit_once('/'))

@@ -178,7 +178,35 @@ struct Sim {
     lies_at_power_loss: u64,
     /// SimFs's count of lying syncs when the open WAL was opened.
     lies_at_open: u64,
+    /// A repair cut (an operator's `truncate_from`) that could not be made
+    /// on the instance that found the damage (it had stopped, or the
+    /// truncation failed): the next open makes it before anything else.
+    pending_cut: Option<u64>,
+    /// Repair attempts so far (bounded: a disk that keeps failing them
+    /// ends the run on reported damage).
+    cut_attempts: u32,
 }
+
+/// Whether `e` is, or was stopped by, a corruption report.
+fn is_corruption(e: &Error) -> bool {
+    match e {
+        Error::Corruption { .. } => true,
+        Error::Stopped { cause } => is_corruption(cause),
+        _ => false,
+    }
+}
+
+/// The first index of the segment (by name) that holds `index`.
+fn segment_first(names: &[String], index: u64) -> Option<u64> {
+    names
+        .iter()
+        .filter_map(|n| n.split('-').next()?.parse::<u64>().ok())
+        .filter(|f| *f <= index)
+        .max()
+}
+
+/// Repair cuts tried before a run ends on reported damage.
+const MAX_REPAIR_ATTEMPTS: u32 = 8;
 
 /// Outcome of one reopen.
 enum Reopened {
@@ -209,6 +237,8 @@ async fn simulate(cfg: RunConfig, opener: Opener) -> (Oracle, u64, RunEnd, Vec<S
         scan_stopped: false,
         lies_at_power_loss: 0,
         lies_at_open: 0,
+        pending_cut: None,
+        cut_attempts: 0,
     };
     ctx.oracle()
         .event(&format!("start: {}", cfg.to_string().replace('\n', " |")));
@@ -418,7 +448,21 @@ impl Sim {
                 .iter()
                 .filter(|e| e.seq >= seq_before && e.op == "read" && !(e.offset == 0 && e.len == 64))
                 .count();
+            if let Some(pos) = self.pending_cut.take() {
+                if !self.make_pending_cut(&wal, pos).await {
+                    extra.extend(self.crash_for_repair(wal));
+                    if self.cut_attempts > MAX_REPAIR_ATTEMPTS {
+                        return self.ended(RunEnd::ReportedDamage);
+                    }
+                    continue;
+                }
+            }
             let Some((first, next, entries)) = self.scan(&wal, true).await else {
+                if self.end.is_none() && self.pending_cut.is_some() {
+                    std::mem::take(&mut self.scan_stopped);
+                    extra.extend(self.crash_for_repair(wal));
+                    continue;
+                }
                 return Reopened::Ended;
             };
             let checked = {
@@ -555,7 +599,15 @@ impl Sim {
                             .event(&format!("scan at {pos}: {e}, explained by {why}"));
                         repairs += 1;
                         if repairs > 3 || !self.repair_by_truncation(wal, pos, &why, just_opened).await {
-                            self.end = Some(RunEnd::ReportedDamage);
+                            // The instance stopped (a read of the damage
+                            // stops it) or the cut failed: the next open
+                            // makes the cut first.
+                            self.cut_attempts += 1;
+                            if self.cut_attempts > MAX_REPAIR_ATTEMPTS {
+                                self.end = Some(RunEnd::ReportedDamage);
+                            }
+                            self.pending_cut = Some(self.pending_cut.map_or(pos, |c| c.min(pos)));
+                            self.scan_stopped = true;
                             self.wal = None;
                             return None;
                         }
@@ -624,6 +676,48 @@ impl Sim {
         self.ctx.oracle().finish_truncate(start, pos, &what, Some(&r));
         self.ctx.oracle().cov.mark(Mark::DamageRepaired);
         r.is_ok()
+    }
+
+    /// Makes a repair cut left pending by the instance that found the
+    /// damage, on the log just opened (the oracle does not model it yet).
+    /// Whether it worked (or was no longer needed).
+    async fn make_pending_cut(&mut self, wal: &Arc<dyn LogApi>, pos: u64) -> bool {
+        let pos = pos.max(wal.first_index());
+        if pos >= wal.next_index() {
+            return true;
+        }
+        self.ctx
+            .oracle()
+            .operator_cut(pos, "damage reported before the last open");
+        let r = wal.truncate_from(pos).await;
+        self.ctx.oracle().event(&format!("operator repair -> {r:?}"));
+        let Err(e) = r else { return true };
+        self.cut_attempts += 1;
+        // A cut inside a damaged sealed segment reads it and fails on the
+        // damage: cut at that segment's first record instead (what an
+        // operator without a finer tool does; the records in between are
+        // gone by request).
+        let at = if is_corruption(&e) {
+            segment_first(&wal.segment_names(), pos).unwrap_or(pos)
+        } else {
+            pos
+        };
+        self.pending_cut = Some(at);
+        false
+    }
+
+    /// Ends the process of an instance whose repair failed, as a restart
+    /// would (a process crash: the page cache stays), so that the next open
+    /// tries again. The oracle's unknown outcomes.
+    fn crash_for_repair(&mut self, wal: Arc<dyn LogApi>) -> BTreeMap<u64, (usize, usize)> {
+        let stopped = wal.stopped().is_some();
+        let extra = self.ctx.oracle().crashed(CrashKind::Process, stopped);
+        self.crash_fs(CrashKind::Process);
+        // Counted as a crash of an open: the next open is not a clean one.
+        self.open_crashes += 1;
+        drop(wal);
+        self.wal = None;
+        extra
     }
 
     async fn round(&mut self) {
