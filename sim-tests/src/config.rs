@@ -582,21 +582,6 @@ impl RunConfig {
         self.mask & c.bit() != 0
     }
 
-    /// Whether fsync can lose acknowledged data (a lying device, or ext4
-    /// data=journal reporting a failed fsync one call late): then only the
-    /// weak invariants hold and lost acknowledged records are measured.
-    pub fn weak(&self) -> bool {
-        self.on(FaultClass::LyingSync)
-            || (self.on(FaultClass::SyncFail) && self.profile == SyncFailureProfile::Ext4DataJournal)
-    }
-
-    /// Whether durable data itself can go bad (bit rot, misdirected writes,
-    /// latent sector errors): then reopen may report corruption or fail to
-    /// read, and that is an accepted end of the run.
-    pub fn media_damage(&self) -> bool {
-        self.on(FaultClass::BitRot) || self.on(FaultClass::MisdirectedWrite) || self.on(FaultClass::LatentSectorError)
-    }
-
     /// Whether any crash class is on.
     pub fn crashes(&self) -> bool {
         self.on(FaultClass::ProcessCrash) || self.on(FaultClass::PowerLoss)
@@ -728,12 +713,6 @@ impl fmt::Display for RunConfig {
         }
         if !any {
             write!(f, " none")?;
-        }
-        if self.weak() {
-            write!(
-                f,
-                "\n  fsync can lie: weak invariants only, lost acknowledged records are measured"
-            )?;
         }
         Ok(())
     }
