@@ -74,7 +74,8 @@ impl Scenario {
     fn options(self) -> Options {
         let base = Options {
             // A few records per segment: appends roll segments all the time.
-            segment_size_bytes: 160,
+            segment_size_bytes: 4096,
+            segment_max_records: 3,
             durable_alignment_bytes: 8,
             preallocate_bytes: 0,
             ..Options::default()
@@ -373,6 +374,9 @@ fn config() -> Config {
     // Shuttle's atomics are sequentially consistent (it says so once per
     // run otherwise): weak-memory reorderings are not explored.
     c.silence_warnings = true;
+    // The engine's futures are large in debug builds: shuttle's default
+    // stack per thread overflows.
+    c.stack_size = 1 << 20;
     c
 }
 
