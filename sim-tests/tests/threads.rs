@@ -416,7 +416,7 @@ fn clean(scheduler: impl Scheduler + 'static, scenario: Scenario, what: &str) {
 #[test]
 fn random_always() {
     clean(
-        RandomScheduler::new_from_seed(SEED, iterations(150)),
+        RandomScheduler::new_from_seed(SEED, iterations(1000)),
         Scenario::Always,
         "random",
     );
@@ -425,7 +425,7 @@ fn random_always() {
 #[test]
 fn random_manual_buffered() {
     clean(
-        RandomScheduler::new_from_seed(SEED, iterations(150)),
+        RandomScheduler::new_from_seed(SEED, iterations(1000)),
         Scenario::ManualBuffered,
         "random",
     );
@@ -434,7 +434,7 @@ fn random_manual_buffered() {
 #[test]
 fn pct_always() {
     clean(
-        PctScheduler::new_from_seed(SEED, 3, iterations(150)),
+        PctScheduler::new_from_seed(SEED, 3, iterations(1000)),
         Scenario::Always,
         "pct",
     );
@@ -443,7 +443,7 @@ fn pct_always() {
 #[test]
 fn pct_manual_buffered() {
     clean(
-        PctScheduler::new_from_seed(SEED, 3, iterations(150)),
+        PctScheduler::new_from_seed(SEED, 3, iterations(1000)),
         Scenario::ManualBuffered,
         "pct",
     );
