@@ -2,7 +2,8 @@
 
 use std::io;
 use std::path::PathBuf;
-use std::sync::Arc;
+
+use crate::sync::Arc;
 
 /// Everything that can go wrong in the WAL. Cheap to clone: a group-commit
 /// failure is delivered to every appender in the group.

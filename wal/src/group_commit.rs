@@ -17,7 +17,6 @@
 //! `Writer::try_append_buffered`.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures::channel::oneshot;
@@ -32,6 +31,7 @@ use crate::recovery::Recovered;
 use crate::segment::{
     header_for, thin_sparse, SegMeta, Segment, SegmentName, ACTIVE_SPARSE_STRIDE, SPARSE_ENTRIES_MAX,
 };
+use crate::sync::Arc;
 use crate::wal::{Critical, Inner};
 
 /// One admitted append waiting to be written.
@@ -216,7 +216,7 @@ impl<F: Fs> Writer<F> {
         bytes: usize,
         at: Option<u64>,
     ) -> Option<Result<u64>> {
-        if inner.marker_present.load(std::sync::atomic::Ordering::Acquire) {
+        if inner.marker_present.load(crate::sync::Ordering::Acquire) {
             return None;
         }
         let n = records.len() as u64;

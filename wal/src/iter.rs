@@ -1,12 +1,10 @@
 //! [`WalIter`]: reading the log in order, alongside appends and rotation.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-
 use simfs::Fs;
 
 use crate::error::{Error, Result};
 use crate::segment::{FrameReader, Segment};
+use crate::sync::{Arc, AtomicU64, Ordering};
 use crate::wal::Inner;
 
 /// An async iterator over records in index order, from [`crate::Wal::iter_from`].

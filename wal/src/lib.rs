@@ -36,6 +36,10 @@ mod meta;
 mod options;
 mod recovery;
 mod segment;
+mod sync;
+#[cfg(feature = "shuttle")]
+#[doc(hidden)]
+pub mod testing;
 #[allow(clippy::module_inception)]
 mod wal;
 

@@ -11,8 +11,6 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
 use simfs::{File, Fs, OpenOptions};
 use tracing::{info, warn};
@@ -21,6 +19,7 @@ use crate::codec::{encode_frame, encode_padding, padding_len, FrameKind};
 use crate::error::{Error, Result};
 use crate::meta::{write_meta, CleanMarker, Meta, MetaWriteError};
 use crate::segment::{header_for, thin_sparse, SegMeta, Segment, SegmentName, SPARSE_ENTRIES_MAX, TMP_SUFFIX};
+use crate::sync::{Arc, AtomicU64, Ordering};
 use crate::wal::Inner;
 
 /// The segment that holds the last record after a truncation, its

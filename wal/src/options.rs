@@ -1,13 +1,13 @@
 //! Configuration: [`Options`], [`SyncPolicy`], [`RecoveryMode`].
 
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 
 use crate::codec::MAX_RECORD_BYTES;
 use crate::error::{Error, Result};
+use crate::sync::Arc;
 
 /// A function that waits for a duration on the caller's runtime (for example
 /// `tokio::time::sleep` or `madsim::time::sleep`). Needed only by

@@ -15,7 +15,6 @@
 //! - A read error fails the open and cuts nothing.
 
 use std::path::Path;
-use std::sync::Arc;
 
 use simfs::{File, Fs, OpenOptions};
 use tracing::{info, warn};
@@ -30,6 +29,7 @@ use crate::options::RecoveryMode;
 use crate::segment::{
     header_for, FrameReader, ReadStop, SegMeta, Segment, SegmentName, ACTIVE_SPARSE_STRIDE, SEGMENT_SUFFIX, TMP_SUFFIX,
 };
+use crate::sync::Arc;
 
 /// What recovery found and did, from [`crate::Wal::recovery_report`].
 ///

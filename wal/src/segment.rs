@@ -7,8 +7,6 @@
 //! log order, and carry the segment id, which is never reused.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
 
 use simfs::{File, Fs, OpenOptions};
 
@@ -17,6 +15,7 @@ use crate::codec::{
     FRAME_HEADER_BYTES, SEGMENT_HEADER_BYTES,
 };
 use crate::error::{Error, Result};
+use crate::sync::{Arc, AtomicU64, Mutex, MutexGuard, Ordering};
 
 /// Suffix of every segment file.
 pub(crate) const SEGMENT_SUFFIX: &str = ".wal";
