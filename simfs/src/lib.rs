@@ -110,4 +110,4 @@ pub use sim::config::{
 };
 #[cfg(feature = "madsim")]
 pub use sim::MadsimClock;
-pub use sim::{MisdirectedWrite, SimDirLock, SimFile, SimFs, TraceEvent};
+pub use sim::{CrashPlan, MisdirectedWrite, SimDirLock, SimFile, SimFs, StepClock, TraceEvent, YieldClock};

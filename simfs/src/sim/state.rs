@@ -169,6 +169,8 @@ pub(crate) struct State {
     /// fault is rare, and a test must be able to tell which bytes it
     /// destroyed however long ago.
     pub(crate) misdirected: Vec<MisdirectedWrite>,
+    /// The operation counter and the crash plan (`hooks.rs`).
+    pub(crate) hooks: super::hooks::Hooks,
 }
 
 impl State {
@@ -202,6 +204,7 @@ impl State {
             counters: FaultCounters::default(),
             trace: Trace::new(config.trace_capacity),
             misdirected: Vec::new(),
+            hooks: Default::default(),
         }
     }
 
