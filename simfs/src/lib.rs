@@ -110,4 +110,7 @@ pub use sim::config::{
 };
 #[cfg(feature = "madsim")]
 pub use sim::MadsimClock;
-pub use sim::{Damage, DamageKind, MisdirectedWrite, SimDirLock, SimFile, SimFs, TraceEvent, MAX_LEDGER_ENTRIES};
+pub use sim::{
+    CrashPlan, Damage, DamageKind, MisdirectedWrite, SimDirLock, SimFile, SimFs, StepClock, TraceEvent, YieldClock,
+    MAX_LEDGER_ENTRIES,
+};

@@ -3,13 +3,11 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::task::Poll;
-use std::time::Duration;
 
 use arbitrary::{Arbitrary, Unstructured};
 use futures::executor::block_on;
-use futures::future::{join_all, BoxFuture};
-use simfs::{CrashKind, FaultConfig, FaultKind, SimClock, SimConfig, SimFs, SyncFailureProfile};
+use futures::future::join_all;
+use simfs::{CrashKind, FaultConfig, FaultKind, SimConfig, SimFs, SyncFailureProfile, YieldClock};
 use wal::{Error, Options, SyncPolicy, Wal};
 
 use crate::enc::{Enc, Encode};
@@ -200,27 +198,6 @@ impl Encode for OpsInput {
     fn encode(&self, e: &mut Enc) {
         self.config.encode(e);
         self.ops.encode(e);
-    }
-}
-
-/// A clock whose every wait yields once to the executor.
-struct YieldClock;
-
-impl SimClock for YieldClock {
-    fn now_ns(&self) -> u64 {
-        0
-    }
-    fn sleep(&self, _d: Duration) -> BoxFuture<'static, ()> {
-        let mut yielded = false;
-        Box::pin(futures::future::poll_fn(move |cx| {
-            if yielded {
-                Poll::Ready(())
-            } else {
-                yielded = true;
-                cx.waker().wake_by_ref();
-                Poll::Pending
-            }
-        }))
     }
 }
 

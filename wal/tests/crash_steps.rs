@@ -49,16 +49,16 @@ async fn workload(wal: &Wal<SimFs>, manual: bool) -> (u64, u64) {
 }
 
 /// Opens, retrying after crashes injected into recovery itself.
-async fn recover_and_check(fs: &SimFs, clock: &StepClock, policy: SyncPolicy, acked: u64, attempted: u64) {
+async fn recover_and_check(fs: &SimFs, policy: SyncPolicy, acked: u64, attempted: u64) {
     let wal = loop {
         match Wal::open(fs.clone(), dir(), opts(policy.clone())).await {
             Ok(w) => {
-                clock.disarm();
+                fs.cancel_crash();
                 break w;
             }
             // A crash injected during recovery: the stale handles fail; retry.
-            Err(e) if clock.steps() > 0 && !matches!(e, wal::Error::Corruption { .. }) => {
-                clock.disarm();
+            Err(e) if fs.ops_run() > 0 && !matches!(e, wal::Error::Corruption { .. }) => {
+                fs.cancel_crash();
                 continue;
             }
             Err(e) => panic!("recovery failed: {e}"),
@@ -105,18 +105,16 @@ fn crash_at_every_step(policy: SyncPolicy, kind: CrashKind, unit: u32) -> u64 {
     let manual = matches!(policy, SyncPolicy::Manual);
     // Dry run: count the operations.
     let total = block_on(async {
-        let clock = StepClock::new(u64::MAX, kind);
-        let fs = clock.sim_fs(0, SimConfig::default());
+        let fs = step_fs(0, SimConfig::default());
         let wal = Wal::open(fs.clone(), dir(), opts(policy.clone())).await.unwrap();
         let (acked, attempted) = workload(&wal, manual).await;
         assert_eq!(acked, attempted, "{:?}", wal.stopped());
-        clock.steps()
+        fs.ops_run()
     });
     assert!(total > 40, "the workload does enough I/O: {total}");
     let mut crashes = 0;
     for k in 0..total + 10 {
         block_on(async {
-            let clock = StepClock::new(k, kind);
             // Background writeback and garbage in torn sectors make both
             // "unsynced data survived" and "garbage tail" reachable.
             let faults = simfs::FaultConfig {
@@ -129,7 +127,8 @@ fn crash_at_every_step(policy: SyncPolicy, kind: CrashKind, unit: u32) -> u64 {
                 faults,
                 ..SimConfig::default()
             };
-            let fs = clock.sim_fs(k, cfg);
+            let fs = step_fs(k, cfg);
+            fs.crash_after(k, kind);
             let (acked, attempted) = match Wal::open(fs.clone(), dir(), opts(policy.clone())).await {
                 Ok(wal) => workload(&wal, manual).await,
                 Err(_) => (0, 0),
@@ -142,12 +141,9 @@ fn crash_at_every_step(policy: SyncPolicy, kind: CrashKind, unit: u32) -> u64 {
                 fs.crash(CrashKind::Process);
             }
             // Also crash recovery itself: k steps into it.
-            let recovery_crash = clock.steps() + (k % 7);
-            clock
-                .crash_at
-                .store(recovery_crash, std::sync::atomic::Ordering::SeqCst);
+            fs.crash_after(k % 7, kind);
             fs.set_faults(simfs::FaultConfig::none());
-            recover_and_check(&fs, &clock, policy.clone(), acked, attempted).await;
+            recover_and_check(&fs, policy.clone(), acked, attempted).await;
         });
         crashes += 1;
     }

@@ -5,7 +5,6 @@
 mod common;
 
 use std::future::Future;
-use std::sync::atomic::Ordering;
 
 use common::*;
 use futures::executor::block_on;
@@ -366,16 +365,15 @@ fn a_marker_that_does_not_match_falls_back_to_a_scan() {
 /// truncated by an acknowledged truncation, and every index once.
 fn crash_every_step(op: &'static str) {
     let run = |crash_at: u64, kind: CrashKind| -> u64 {
-        let clock = StepClock::new(u64::MAX, kind);
-        let fs = clock.sim_fs(crash_at, SimConfig::default());
+        let fs = step_fs(crash_at, SimConfig::default());
         block_on(async {
             let wal = Wal::open(fs.clone(), dir(), five_per_segment()).await.unwrap();
             fill(&wal, 23).await;
             wal.append_batch((23..26).map(|i| payload(i, 40)).collect())
                 .await
                 .unwrap();
-            let start = clock.steps();
-            clock.crash_at.store(start.saturating_add(crash_at), Ordering::SeqCst);
+            let start = fs.ops_run();
+            fs.crash_after(crash_at, kind);
             let outcome = match op {
                 "prune" => wal.prune_through(12).await.map(|_| ()),
                 "prune_all" => wal.prune_through(40).await.map(|_| ()),
@@ -391,8 +389,8 @@ fn crash_every_step(op: &'static str) {
                 "close" => wal.close().await,
                 _ => unreachable!(),
             };
-            let steps = clock.steps() - start;
-            clock.disarm();
+            let steps = fs.ops_run() - start;
+            fs.cancel_crash();
             fs.crash(kind);
             let wal = Wal::open(fs.clone(), dir(), five_per_segment()).await.unwrap();
             let log = collect(&wal).await.unwrap();
@@ -474,7 +472,6 @@ fn a_power_loss_mid_truncation_never_tears_the_kept_records() {
             ..Options::default()
         };
         let run = |crash_at: u64, seed: u64| -> u64 {
-            let clock = StepClock::new(u64::MAX, CrashKind::PowerLoss);
             let cfg = SimConfig {
                 atomic_write_unit_bytes: 512,
                 faults: FaultConfig {
@@ -483,16 +480,16 @@ fn a_power_loss_mid_truncation_never_tears_the_kept_records() {
                 },
                 ..SimConfig::default()
             };
-            let fs = clock.sim_fs(seed, cfg);
+            let fs = step_fs(seed, cfg);
             block_on(async {
                 let wal = Wal::open(fs.clone(), dir(), opts()).await.unwrap();
                 fill(&wal, 12).await;
                 wal.sync().await.unwrap();
-                let start = clock.steps();
-                clock.crash_at.store(start.saturating_add(crash_at), Ordering::SeqCst);
+                let start = fs.ops_run();
+                fs.crash_after(crash_at, CrashKind::PowerLoss);
                 let outcome = wal.truncate_after(7).await;
-                let steps = clock.steps() - start;
-                clock.disarm();
+                let steps = fs.ops_run() - start;
+                fs.cancel_crash();
                 fs.crash(CrashKind::PowerLoss);
                 let wal = Wal::open(fs.clone(), dir(), opts()).await.unwrap();
                 let log = collect(&wal).await.unwrap();

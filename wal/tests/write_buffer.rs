@@ -557,18 +557,16 @@ fn crash_opts() -> Options {
 /// synced record, and (process crash) every record that was written.
 fn crash_at_every_step(kind: CrashKind) -> u64 {
     let total = block_on(async {
-        let clock = StepClock::new(u64::MAX, kind);
-        let fs = clock.sim_fs(0, SimConfig::default());
+        let fs = step_fs(0, SimConfig::default());
         let wal = Wal::open(fs.clone(), dir(), crash_opts()).await.unwrap();
         let (synced, _, attempted) = crash_workload(&wal).await;
         assert!(synced > 0 && synced < attempted, "{synced} {attempted}");
         assert!(wal.stats().await.buffer_flushes > 5);
-        clock.steps()
+        fs.ops_run()
     });
     assert!(total > 40, "the workload does enough I/O: {total}");
     for k in 0..total + 5 {
         block_on(async {
-            let clock = StepClock::new(k, kind);
             let cfg = SimConfig {
                 atomic_write_unit_bytes: 512,
                 faults: FaultConfig {
@@ -578,13 +576,14 @@ fn crash_at_every_step(kind: CrashKind) -> u64 {
                 },
                 ..SimConfig::default()
             };
-            let fs = clock.sim_fs(k, cfg);
+            let fs = step_fs(k, cfg);
+            fs.crash_after(k, kind);
             let (synced, written, attempted) = match Wal::open(fs.clone(), dir(), crash_opts()).await {
                 Ok(wal) => crash_workload(&wal).await,
                 Err(_) => (0, 0, 0),
             };
+            fs.cancel_crash();
             fs.crash(kind);
-            clock.disarm();
             fs.set_faults(FaultConfig::none());
             let wal = Wal::open(fs.clone(), dir(), crash_opts()).await.unwrap();
             let log = collect(&wal).await.unwrap();

@@ -10,13 +10,17 @@
 //! * `durability`: syncs, writeback and the faults of data reaching the medium;
 //! * `crash`: process crash and power loss;
 //! * `trace`: the event ring and its hash;
+//! * `hooks`: the operation counter and the crash plan ([`SimFs::crash_after`]);
+//! * `clocks`: [`StepClock`] and [`YieldClock`] for tests under a plain executor;
 //! * `madsim_clock` (feature `madsim`): simulated time from madsim.
 
+mod clocks;
 pub mod config;
 mod crash;
 mod damage;
 mod durability;
 mod errors;
+mod hooks;
 mod image;
 #[cfg(feature = "madsim")]
 mod madsim_clock;
@@ -34,8 +38,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 
 use crate::fs::{DirEntry, File, Fs, Metadata, OpenOptions};
+pub use clocks::{StepClock, YieldClock};
 use config::{CrashKind, FaultConfig, FaultCounters, SimConfig};
 pub use damage::{Damage, DamageKind, MAX_LEDGER_ENTRIES};
+pub use hooks::CrashPlan;
 #[cfg(feature = "madsim")]
 pub use madsim_clock::MadsimClock;
 use ops::Ctx;
@@ -192,8 +198,67 @@ impl SimFs {
         self.lock().used_bytes()
     }
 
-    /// Crashes the simulated machine. Every handle and lock taken before
-    /// returns an error from then on (a dead process's descriptors).
+    /// Crashes the simulated machine now, and restarts it at once.
+    ///
+    /// What survives:
+    ///
+    /// * [`CrashKind::Process`] (the process dies, the kernel lives on): the
+    ///   whole page cache. Every write (synced or not), every length and
+    ///   every live directory entry (each create, rename and remove, durable
+    ///   or not) is still there for the restarted process. Unsynced data
+    ///   stays dirty and unsynced directory operations stay pending: a later
+    ///   power loss can still lose them.
+    /// * [`CrashKind::PowerLoss`] (the machine loses power): the durable
+    ///   state. Each file's durable image (what `sync_data`/`sync_all` or
+    ///   background writeback persisted) and each directory's durable entries
+    ///   (what `sync_dir` persisted), plus a seeded part of what was in
+    ///   flight: each dirty page kept, lost, or torn at the atomic write unit
+    ///   (a lost sector maybe garbage), the old or the new length, and each
+    ///   pending directory operation kept or lost, oldest first. The rest of
+    ///   the page cache is gone.
+    ///
+    /// In both, the old process's handles and locks are dead: every call on a
+    /// [`SimFile`] or [`SimDirLock`] taken before returns the stale-handle
+    /// error (`simfs: stale handle from before a crash`), every directory
+    /// lock is released, and an operation that was waiting out its latency
+    /// applies nothing.
+    ///
+    /// **This same `SimFs` value, and every clone of it, is the restarted
+    /// machine and its new process**, not the dead one. Keep using it:
+    /// reopen the files, run recovery and check the result through it. What
+    /// belonged to the old process is whatever holds a handle or lock from
+    /// before (a store object, a writer task): drop it, or stop calling it.
+    /// A test wrapper that keeps using it after the crash sees every call
+    /// fail as stale, and a correct store looks broken. Don't create a new
+    /// `SimFs` for the restart either: that is a blank disk.
+    ///
+    /// [`SimFs::crash_after`] crashes at the start of a chosen operation
+    /// instead of now.
+    ///
+    /// ```
+    /// use simfs::{CrashKind, File, Fs, OpenOptions, SimFs};
+    /// use std::path::Path;
+    ///
+    /// futures::executor::block_on(async {
+    ///     let fs = SimFs::new(7);
+    ///     let opts = OpenOptions::new().read(true).write(true).create(true);
+    ///     let f = fs.open(Path::new("/a"), opts).await?;
+    ///     f.write_all_at(b"in the page cache", 0).await?;
+    ///
+    ///     fs.crash(CrashKind::Process);
+    ///     assert!(f.len().await.is_err()); // the old process's handle is stale
+    ///     drop(f);
+    ///     // `fs` is the restarted process: the unsynced data survived.
+    ///     let f = fs.open(Path::new("/a"), opts).await?;
+    ///     assert_eq!(f.len().await?, 17);
+    ///
+    ///     fs.crash(CrashKind::PowerLoss);
+    ///     // Nothing was synced, not even the name: with this seed it is gone
+    ///     // (another seed may keep the name or some of the pages).
+    ///     assert!(!fs.exists(Path::new("/a")).await?);
+    ///     Ok::<_, std::io::Error>(())
+    /// }).unwrap();
+    /// ```
     pub fn crash(&self, kind: CrashKind) {
         self.lock().crash(kind);
     }
@@ -357,7 +422,9 @@ async fn begin(state: &Mutex<State>, handle_generation: Option<u64>) -> u64 {
         let mut st = lock(state);
         let generation = handle_generation.unwrap_or(st.generation);
         let latency = if generation == st.generation {
-            st.draw_latency()
+            let latency = st.draw_latency();
+            st.start_op(); // counts the operation; a planned crash fires here
+            latency
         } else {
             None
         };
@@ -403,11 +470,16 @@ impl Fs for SimFs {
     }
 
     async fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        self.fs_op("rename", from, |st, ctx, c| {
+        let generation = self.begin().await;
+        let mut st = self.lock();
+        let mut ctx = Ctx::new("rename");
+        ctx.path = Some(from.to_string_lossy().into_owned());
+        ctx.to_path = Some(to.to_string_lossy().into_owned());
+        st.run(generation, ctx, |st, ctx| {
+            let from = State::components(from)?;
             let to = State::components(to)?;
-            st.op_rename(ctx, c, &to)
+            st.op_rename(ctx, &from, &to)
         })
-        .await
     }
 
     async fn remove_file(&self, path: &Path) -> io::Result<()> {

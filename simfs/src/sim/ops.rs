@@ -9,6 +9,7 @@ use std::io;
 use super::config::FaultKind;
 use super::errors;
 use super::state::{Change, Components, DirNode, FileNode, HandleState, Inode, State, View, MAX_FILE_SIZE};
+use super::trace::TraceEvent;
 use crate::fs::{DirEntry, Metadata, OpenOptions};
 
 /// What one operation records in the trace.
@@ -17,6 +18,8 @@ pub(crate) struct Ctx {
     pub(crate) op: &'static str,
     pub(crate) ino: Option<u64>,
     pub(crate) path: Option<String>,
+    /// The destination of a rename.
+    pub(crate) to_path: Option<String>,
     pub(crate) offset: u64,
     pub(crate) len: u64,
     pub(crate) fault: Option<FaultKind>,
@@ -99,16 +102,18 @@ impl State {
             Err(e) => format!("{:?}", e.kind()),
         };
         let now = self.clock.now_ns();
-        self.trace.record(
-            now,
-            ctx.op,
-            ctx.ino,
-            ctx.path.take(),
-            ctx.offset,
-            ctx.len,
+        self.trace.push(TraceEvent {
+            seq: 0, // assigned by push
+            time_ns: now,
+            op: ctx.op,
+            ino: ctx.ino,
+            path: ctx.path.take(),
+            to_path: ctx.to_path.take(),
+            offset: ctx.offset,
+            len: ctx.len,
             result,
-            ctx.fault,
-        );
+            fault: ctx.fault,
+        });
         r
     }
 

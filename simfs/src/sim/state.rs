@@ -183,6 +183,8 @@ pub(crate) struct State {
     pub(crate) ledger: Ledger,
     /// Pending directory operations a lying directory sync reported durable.
     pub(crate) lied_ops: BTreeSet<u64>,
+    /// The operation counter and the crash plan (`hooks.rs`).
+    pub(crate) hooks: super::hooks::Hooks,
 }
 
 impl State {
@@ -218,6 +220,7 @@ impl State {
             misdirected: Vec::new(),
             ledger: Ledger::default(),
             lied_ops: BTreeSet::new(),
+            hooks: Default::default(),
         }
     }
 

@@ -28,8 +28,10 @@ pub struct TraceEvent {
     pub op: &'static str,
     /// The inode involved, if any.
     pub ino: Option<u64>,
-    /// The path involved, if any (the first path for a rename).
+    /// The path involved, if any (the source for a rename).
     pub path: Option<String>,
+    /// The destination of a rename (`None` for every other operation).
+    pub to_path: Option<String>,
     /// Offset for reads and writes, new length for set_len/allocate.
     pub offset: u64,
     /// Length for reads and writes.
@@ -125,17 +127,25 @@ impl Trace {
         result: String,
         fault: Option<FaultKind>,
     ) {
-        let ev = TraceEvent {
-            seq: self.next_seq,
+        self.push(TraceEvent {
+            seq: 0,
             time_ns,
             op,
             ino,
             path,
+            to_path: None,
             offset,
             len,
             result,
             fault,
-        };
+        });
+    }
+
+    /// Records an event, assigning its `seq`, and folds it into the hash.
+    /// `to_path` is hashed last and only when present (renames), so the hash
+    /// of every other event is what it was before the field existed.
+    pub(crate) fn push(&mut self, mut ev: TraceEvent) {
+        ev.seq = self.next_seq;
         self.next_seq += 1;
         let h = &mut self.hash;
         h.u64(ev.seq);
@@ -161,6 +171,10 @@ impl Trace {
         match ev.fault {
             Some(k) => h.bytes(&[1, k as u8]),
             None => h.bytes(&[0]),
+        }
+        if let Some(to) = &ev.to_path {
+            h.bytes(&[1]);
+            h.str(to);
         }
         if self.capacity == 0 {
             return;
