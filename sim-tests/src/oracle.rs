@@ -1272,7 +1272,17 @@ impl Oracle {
                 _ => {}
             }
         }
-        self.first_lo = self.first_lo.max(first);
+        // The first index this recovery saw is durable (recovery fsyncs the
+        // directory). Where a power loss undid what a lying sync claimed
+        // (the move back was excused by `check_scan`), it is the new floor:
+        // keeping the undone one would flag the same move back again at the
+        // next recovery (seed 501036: a prune's Ok(...429) undone, recovered
+        // at ...399, then a process crash and ...399 again).
+        self.first_lo = if self.undone_by_lie {
+            first
+        } else {
+            self.first_lo.max(first)
+        };
         self.first_hi = first.max(self.first_lo);
         self.undone_by_lie = false;
         // Acknowledged records seen now were synced by recovery: they must stay.

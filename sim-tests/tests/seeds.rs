@@ -152,6 +152,20 @@ fn after_effect_seeds() {
     assert!(r.config.on(FaultClass::AfterEffect));
 }
 
+/// A power loss undid a prune a lying sync had claimed durable (excused
+/// once), and the next recovery after a process crash saw the same first
+/// index again: the oracle kept the undone first index as its floor
+/// (oracle, fixed; seed 501036, also 500684 before the `write_meta` fix
+/// changed its run).
+#[test]
+fn first_index_undone_by_a_lie_then_seen_again() {
+    if env_u64("SIM_SEED").is_some() {
+        return;
+    }
+    let r = check_seed(501_036, Overrides::default());
+    assert!(r.passed(), "{}", fail_message(&r));
+}
+
 /// Seeds found by sweeps from fresh starting points (btrfs profile, power
 /// loss): 7001352, a group written after an unaligned durable tail whose
 /// seal failed (WAL, fixed); 8002980, recovery deleting a compaction output
