@@ -34,6 +34,11 @@ pub enum FsBug {
     /// file is removed, Ok returned): prune deletes segments without a
     /// durable low-water mark, and close leaves no clean-shutdown marker.
     LoseMetaFile,
+    /// `meta.wal.tmp` always looks present (`metadata` succeeds): a meta
+    /// rename that reported EIO after taking effect is taken for one that
+    /// did not happen, the engine's assumption before seed 535 (the WAL goes
+    /// on under a low-water mark it abandoned).
+    MetaTmpAlwaysThere,
 }
 
 /// A bug planted in a wrapper around the real WAL.
@@ -79,7 +84,7 @@ pub enum Bug {
 
 impl Bug {
     /// Every planted bug.
-    pub const ALL: [Bug; 11] = [
+    pub const ALL: [Bug; 12] = [
         Bug::Fs(FsBug::NoFsync),
         Bug::Fs(FsBug::NoDirSync),
         Bug::Fs(FsBug::RetryFailedFsync),
@@ -91,6 +96,7 @@ impl Bug {
         Bug::Wal(WalBug::TruncateNoop),
         Bug::Wal(WalBug::SpuriousCorruption),
         Bug::Open(OpenBug::CutInsteadOfReport),
+        Bug::Fs(FsBug::MetaTmpAlwaysThere),
     ];
 
     /// The opener that runs the real WAL with this bug planted.
@@ -189,6 +195,9 @@ impl<F: Fs> Fs for BrokenFs<F> {
         self.inner.lock_dir(path).await
     }
     async fn metadata(&self, path: &Path) -> io::Result<Metadata> {
+        if self.bug == FsBug::MetaTmpAlwaysThere && path.file_name().is_some_and(|n| n == "meta.wal.tmp") {
+            return Ok(Metadata { len: 64, is_dir: false });
+        }
         self.inner.metadata(path).await
     }
 }

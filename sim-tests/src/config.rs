@@ -55,11 +55,16 @@ pub enum FaultClass {
     PowerLoss,
     /// Crashes while `Wal::open` runs.
     CrashDuringOpen,
+    /// Operations that take effect and then fail with EIO: writes (whole or
+    /// a prefix), `set_len`, renames, removes, creates, and syncs that
+    /// persist everything and report EIO (each at its own probability,
+    /// [`RunConfig::after_effect`]).
+    AfterEffect,
 }
 
 impl FaultClass {
     /// Every class, in bit order.
-    pub const ALL: [FaultClass; 19] = [
+    pub const ALL: [FaultClass; 20] = [
         FaultClass::EnospcWrite,
         FaultClass::EnospcMetadata,
         FaultClass::EioRead,
@@ -79,6 +84,7 @@ impl FaultClass {
         FaultClass::ProcessCrash,
         FaultClass::PowerLoss,
         FaultClass::CrashDuringOpen,
+        FaultClass::AfterEffect,
     ];
 
     /// This class's bit.
@@ -338,7 +344,23 @@ pub struct RunConfig {
     /// `Options::write_buffer_bytes`: 0 (off) unless the policy is `Manual`,
     /// then sometimes 4 KiB..1 MiB.
     pub write_buffer_bytes: usize,
+    /// The probabilities the seed drew for [`FaultClass::AfterEffect`]
+    /// (write, set_len, rename, remove, create, sync), whether or not the
+    /// class is on; `faults` holds them only when it is.
+    pub after_effect: [f64; 6],
 }
+
+/// Per kind of [`FaultClass::AfterEffect`]: (lowest, highest) probability.
+/// Renames, removes and creates are rare (rotation, prune, compaction, meta
+/// replacement), so their fault is drawn higher than a write's or a sync's.
+const AFTER_EFFECT_RANGES: [(f64, f64); 6] = [
+    (0.002, 0.03), // eio_write_after_effect
+    (0.02, 0.2),   // eio_set_len_after_effect
+    (0.02, 0.25),  // eio_rename_after_effect
+    (0.02, 0.25),  // eio_remove_after_effect
+    (0.01, 0.1),   // eio_create_after_effect
+    (0.002, 0.03), // sync_fail_after_persist
+];
 
 /// Log-uniform draw in `[lo, hi]`.
 fn log_uniform(rng: &mut ChaCha8Rng, lo: f64, hi: f64) -> f64 {
@@ -510,6 +532,16 @@ impl RunConfig {
         } else {
             0
         };
+        // Faults after the effect (drawn after everything else, for the
+        // same reason).
+        let after_effect_on = rng.random_bool(0.3);
+        let mut after_effect = [0f64; 6];
+        for (v, (lo, hi)) in after_effect.iter_mut().zip(AFTER_EFFECT_RANGES) {
+            *v = log_uniform(&mut rng, lo, hi);
+        }
+        if after_effect_on {
+            mask |= FaultClass::AfterEffect.bit();
+        }
 
         // Overrides.
         if let Some(extra) = ov.force {
@@ -526,6 +558,11 @@ impl RunConfig {
         let rounds = ov.rounds.map_or(rounds, |r| r.min(rounds));
         let on = |c: FaultClass| mask & c.bit() != 0;
         let val = |c: FaultClass| if on(c) { p[c as usize] } else { 0.0 };
+        let ae = if on(FaultClass::AfterEffect) {
+            after_effect
+        } else {
+            [0.0; 6]
+        };
         let faults = FaultConfig {
             enospc_write: val(FaultClass::EnospcWrite),
             enospc_metadata: val(FaultClass::EnospcMetadata),
@@ -542,6 +579,12 @@ impl RunConfig {
             short_read: val(FaultClass::ShortRead),
             writeback: val(FaultClass::Writeback),
             torn_garbage: val(FaultClass::TornGarbage),
+            eio_write_after_effect: ae[0],
+            eio_set_len_after_effect: ae[1],
+            eio_rename_after_effect: ae[2],
+            eio_remove_after_effect: ae[3],
+            eio_create_after_effect: ae[4],
+            sync_fail_after_persist: ae[5],
         };
         RunConfig {
             seed,
@@ -574,6 +617,7 @@ impl RunConfig {
             lifecycle,
             compaction,
             write_buffer_bytes,
+            after_effect,
         }
     }
 
@@ -707,6 +751,21 @@ impl fmt::Display for RunConfig {
                 any = true;
                 match probs.get(c as usize) {
                     Some(p) => write!(f, " {c:?}={p:.4}")?,
+                    None if c == FaultClass::AfterEffect => {
+                        let a = [
+                            fc.eio_write_after_effect,
+                            fc.eio_set_len_after_effect,
+                            fc.eio_rename_after_effect,
+                            fc.eio_remove_after_effect,
+                            fc.eio_create_after_effect,
+                            fc.sync_fail_after_persist,
+                        ];
+                        write!(
+                            f,
+                            " {c:?}(write={:.4},set_len={:.4},rename={:.4},remove={:.4},create={:.4},sync={:.4})",
+                            a[0], a[1], a[2], a[3], a[4], a[5]
+                        )?
+                    }
                     None => write!(f, " {c:?}")?,
                 }
             }
@@ -751,6 +810,67 @@ mod tests {
         assert_eq!(a.segment_size_bytes, b.segment_size_bytes);
         assert_eq!(a.write_buffer_bytes, b.write_buffer_bytes);
         assert!(!b.faults.any());
+    }
+
+    #[test]
+    fn the_after_effect_class_is_bit_19_drawn_last_and_forceable() {
+        assert_eq!(FaultClass::AfterEffect.bit(), 1 << 19);
+        let o = Overrides::parse("mask=0x80000,force=0x80000").unwrap();
+        assert_eq!(Overrides::parse(&o.encode()), Ok(o));
+        let cfgs: Vec<RunConfig> = (0..300).map(RunConfig::from_seed).collect();
+        let on = cfgs.iter().filter(|c| c.on(FaultClass::AfterEffect)).count();
+        assert!(on > 30 && on < 150, "{on} of 300 seeds");
+        for c in &cfgs {
+            let f = &c.faults;
+            let ae = [
+                f.eio_write_after_effect,
+                f.eio_set_len_after_effect,
+                f.eio_rename_after_effect,
+                f.eio_remove_after_effect,
+                f.eio_create_after_effect,
+                f.sync_fail_after_persist,
+            ];
+            if c.on(FaultClass::AfterEffect) {
+                assert_eq!(ae, c.after_effect);
+                assert!(ae.iter().all(|&p| p > 0.0 && p <= 0.25));
+            } else {
+                assert!(ae.iter().all(|&p| p == 0.0));
+            }
+            // Switching the class off changes nothing else of the seed.
+            let off = RunConfig::with_overrides(
+                c.seed,
+                Overrides {
+                    mask: Some(!FaultClass::AfterEffect.bit()),
+                    ..Overrides::default()
+                },
+            );
+            assert_eq!(off.mask, c.mask & !FaultClass::AfterEffect.bit());
+            assert_eq!(
+                (off.writers, off.rounds, off.write_buffer_bytes),
+                (c.writers, c.rounds, c.write_buffer_bytes)
+            );
+            assert_eq!(
+                FaultConfig {
+                    eio_write_after_effect: 0.0,
+                    eio_set_len_after_effect: 0.0,
+                    eio_rename_after_effect: 0.0,
+                    eio_remove_after_effect: 0.0,
+                    eio_create_after_effect: 0.0,
+                    sync_fail_after_persist: 0.0,
+                    ..c.faults
+                },
+                off.faults
+            );
+            // Forcing it on uses the probabilities the seed drew.
+            let forced = RunConfig::with_overrides(
+                c.seed,
+                Overrides {
+                    force: Some(FaultClass::AfterEffect.bit()),
+                    ..Overrides::default()
+                },
+            );
+            assert_eq!(forced.faults.eio_rename_after_effect, c.after_effect[2]);
+        }
     }
 
     #[test]

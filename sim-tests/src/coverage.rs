@@ -90,11 +90,23 @@ pub enum Mark {
     /// the WAL's `Stats::buffer_flushes` (full buffer, sync, seal, close,
     /// truncation, full prune, compaction, reads of buffered records).
     BufferFlushed,
+    /// A rename of the meta file's replacement reported EIO after taking
+    /// effect (the WAL cannot tell which meta file stands: it stops).
+    MetaRenameTookEffect,
+    /// A segment's rename (seal, compaction output, truncation) reported
+    /// EIO after taking effect.
+    SegmentRenameTookEffect,
+    /// A recovery after a crash that followed a rename the WAL was told had
+    /// failed but that took effect.
+    RecoveredAfterRenameTookEffect,
+    /// The WAL stopped after an operation that took effect and then failed
+    /// (a rename, remove, create, write, `set_len` or fsync).
+    StoppedAfterEffect,
 }
 
 impl Mark {
     /// The marks every default sweep must reach.
-    pub const REQUIRED: [Mark; 23] = [
+    pub const REQUIRED: [Mark; 27] = [
         Mark::PruneDone,
         Mark::FullPrune,
         Mark::SnapshotInstall,
@@ -118,6 +130,10 @@ impl Mark {
         Mark::BufferFlushed,
         Mark::DamageRepaired,
         Mark::LostToRecordedDamage,
+        Mark::MetaRenameTookEffect,
+        Mark::SegmentRenameTookEffect,
+        Mark::RecoveredAfterRenameTookEffect,
+        Mark::StoppedAfterEffect,
     ];
 }
 

@@ -178,6 +178,11 @@ pub struct Oracle {
     first_hi: u64,
     /// Prunes running now.
     prunes_in_flight: u32,
+    /// Every prune started: `(k, start tick, end tick)`, the end `u64::MAX`
+    /// while it runs (or if a crash aborted it). A durable record below a
+    /// recovered first index is excused only by a prune through it that had
+    /// not returned when the record's append started.
+    prunes: Vec<(u64, u64, u64)>,
     /// Tick at which the last prune ended.
     last_prune_end: u64,
     /// A prune or a truncation ran in this run.
@@ -244,6 +249,7 @@ impl Oracle {
             first_lo: cfg.first_index,
             first_hi: cfg.first_index,
             prunes_in_flight: 0,
+            prunes: Vec::new(),
             last_prune_end: 0,
             lifecycle_used: false,
         }
@@ -861,6 +867,7 @@ impl Oracle {
         let start = self.now();
         self.lifecycle_used = true;
         self.prunes_in_flight += 1;
+        self.prunes.push((k, start, u64::MAX));
         if k >= first {
             self.first_hi = self.first_hi.max(k.saturating_add(1));
         }
@@ -876,6 +883,9 @@ impl Oracle {
         self.cov.checks.lifecycle += 1;
         self.prunes_in_flight = self.prunes_in_flight.saturating_sub(1);
         self.last_prune_end = t;
+        if let Some(p) = self.prunes.iter_mut().rev().find(|p| p.0 == k && p.1 == start) {
+            p.2 = t;
+        }
         self.event(&format!("{who} prune_through({k}) -> {result:?}").replace('\n', " "));
         self.failstop(start, result.as_ref().map(|_| ()), "prune_through");
         match result {
@@ -909,7 +919,10 @@ impl Oracle {
                 }
             }
             Err(e) if e.is_stopped() => {}
-            // The meta write failed before anything changed.
+            // The meta write failed, or (a rename that failed after taking
+            // effect) the WAL stopped: the new first index may have been
+            // written. Either way no append after it may go below it
+            // (`after_recovery` checks: `prunes`).
             Err(Error::Io { .. }) => {}
             Err(e) => self.violation(format!("prune_through({k}) returned {e}")),
         }
@@ -1184,8 +1197,18 @@ impl Oracle {
         for (idx, (id, k), durable) in required {
             if idx < first {
                 // Pruned (the first index itself is checked against the
-                // prune targets by `check_scan`).
+                // prune targets by `check_scan`), by a prune through it that
+                // was still running when this record's append started: one
+                // that had returned an error before changed nothing, or
+                // stopped the WAL.
                 self.must.remove(&idx);
+                let started = self.attempts.get(id).map_or(0, |a| a.start);
+                let pruned = self.prunes.iter().any(|&(k, _, end)| k >= idx && end >= started);
+                if durable && !pruned {
+                    self.violation(format!(
+                        "durable record #{id}[{k}] at index {idx} is below the recovered first index {first}, but every prune through it returned before its append started"
+                    ));
+                }
                 continue;
             }
             self.cov.checks.durable_records += 1;
@@ -1250,7 +1273,17 @@ impl Oracle {
                 _ => {}
             }
         }
-        self.first_lo = self.first_lo.max(first);
+        // The first index this recovery saw is durable (recovery fsyncs the
+        // directory). Where a power loss undid what a lying sync claimed
+        // (the move back was excused by `check_scan`), it is the new floor:
+        // keeping the undone one would flag the same move back again at the
+        // next recovery (seed 501036: a prune's Ok(...429) undone, recovered
+        // at ...399, then a process crash and ...399 again).
+        self.first_lo = if self.undone_by_lie {
+            first
+        } else {
+            self.first_lo.max(first)
+        };
         self.first_hi = first.max(self.first_lo);
         self.undone_by_lie = false;
         self.crash_seq = None;

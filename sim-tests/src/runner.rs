@@ -185,6 +185,14 @@ struct Sim {
     /// Repair attempts so far (bounded: a disk that keeps failing them
     /// ends the run on reported damage).
     cut_attempts: u32,
+    /// SimFs trace position up to which faults after the effect were looked at.
+    after_effect_seq: u64,
+    /// Faults after the effect (all kinds) when the open WAL was opened.
+    after_effect_at_open: u64,
+    /// A rename reported EIO after taking effect since the last open.
+    renamed_since_open: bool,
+    /// ... and a crash followed: the next recovery finds it done.
+    recovery_after_rename: bool,
 }
 
 /// Whether `e` is, or was stopped by, a corruption report.
@@ -207,6 +215,16 @@ fn segment_first(names: &[String], index: u64) -> Option<u64> {
 
 /// Repair cuts tried before a run ends on reported damage.
 const MAX_REPAIR_ATTEMPTS: u32 = 8;
+
+/// The fault kinds that strike after the operation took effect.
+const AFTER_EFFECT: [FaultKind; 6] = [
+    FaultKind::EioWriteAfterEffect,
+    FaultKind::EioSetLenAfterEffect,
+    FaultKind::EioRenameAfterEffect,
+    FaultKind::EioRemoveAfterEffect,
+    FaultKind::EioCreateAfterEffect,
+    FaultKind::SyncFailAfterPersist,
+];
 
 /// Outcome of one reopen.
 enum Reopened {
@@ -239,6 +257,10 @@ async fn simulate(cfg: RunConfig, opener: Opener) -> (Oracle, u64, RunEnd, Vec<S
         lies_at_open: 0,
         pending_cut: None,
         cut_attempts: 0,
+        after_effect_seq: 0,
+        after_effect_at_open: 0,
+        renamed_since_open: false,
+        recovery_after_rename: false,
     };
     ctx.oracle()
         .event(&format!("start: {}", cfg.to_string().replace('\n', " |")));
@@ -479,9 +501,16 @@ impl Sim {
             if self.failed() {
                 return self.ended(RunEnd::Failed);
             }
-            self.sync_fails_at_open = self.ctx.fs.counters().get(FaultKind::SyncFail);
+            let c = self.ctx.fs.counters();
+            self.sync_fails_at_open = c.get(FaultKind::SyncFail) + c.get(FaultKind::SyncFailAfterPersist);
             self.open_seq = self.ctx.fs.next_seq();
             self.lies_at_open = self.ctx.fs.counters().get(FaultKind::LyingSync);
+            self.note_after_effect();
+            if std::mem::take(&mut self.recovery_after_rename) {
+                self.ctx.oracle().cov.mark(Mark::RecoveredAfterRenameTookEffect);
+            }
+            self.renamed_since_open = false;
+            self.after_effect_at_open = self.after_effect_count();
             self.last_slots = slots.clone();
             self.last_first = first;
             self.wal = Some(wal);
@@ -626,6 +655,10 @@ impl Sim {
     /// after a power loss, notes whether a lying (or late-failing) sync
     /// fired since the previous one, so what it claimed may be undone.
     fn crash_fs(&mut self, kind: CrashKind) {
+        self.note_after_effect();
+        if self.renamed_since_open {
+            self.recovery_after_rename = true;
+        }
         self.ctx.oracle().snapshot_layout();
         self.ctx.fs.crash(kind);
         self.ctx.oracle().snapshot_after_crash();
@@ -806,14 +839,25 @@ impl Sim {
     /// segment list against the directory; then maybe a clean close and reopen.
     async fn quiescent(&mut self, wal: Arc<dyn LogApi>) {
         let cfg = self.ctx.cfg.clone();
-        let sync_fails = self.segment_sync_failures();
+        let (sync_fails, after_persist) = self.segment_sync_failures();
+        self.note_after_effect();
         let stopped = wal.stopped();
+        if stopped.is_some() && self.after_effect_count() > self.after_effect_at_open {
+            self.ctx.oracle().cov.mark(Mark::StoppedAfterEffect);
+        }
         {
             let mut o = self.ctx.oracle();
             o.cov.checks.failstop_checks += 1;
-            if sync_fails > 0 && cfg.profile != SyncFailureProfile::Ext4DataJournal && stopped.is_none() {
+            // A sync that persisted and reported EIO is a failed fsync to
+            // the WAL whatever the profile.
+            let failed = if cfg.profile == SyncFailureProfile::Ext4DataJournal {
+                after_persist
+            } else {
+                sync_fails + after_persist
+            };
+            if failed > 0 && stopped.is_none() {
                 o.violation(format!(
-                    "{sync_fails} fsync(s) of segment files failed since open, but the WAL did not stop"
+                    "{failed} fsync(s) of segment files failed since open, but the WAL did not stop"
                 ));
             }
             if let Some(cause) = &stopped {
@@ -865,6 +909,7 @@ impl Sim {
                 self.crash_fs(CrashKind::PowerLoss);
             }
             let crashes = self.open_crashes;
+            let repairs = self.ctx.oracle().cov.get(Mark::DamageRepaired);
             if let Reopened::Open(after) = self.reopen(BTreeMap::new(), false).await {
                 let clean = self.wal.as_ref().is_some_and(|w| w.recovery_report().clean_reopen);
                 if clean {
@@ -875,8 +920,10 @@ impl Sim {
                 // (Write faults excepted: a cut-back that could not shrink
                 // the file leaves a marker that does not match, and open
                 // falls back to a scan, which is safe; see SIMULATION.md.)
-                let write_faults =
-                    cfg.on(FaultClass::EnospcWrite) || cfg.on(FaultClass::EioWrite) || cfg.on(FaultClass::DiskFull);
+                let write_faults = cfg.on(FaultClass::EnospcWrite)
+                    || cfg.on(FaultClass::EioWrite)
+                    || cfg.on(FaultClass::DiskFull)
+                    || cfg.on(FaultClass::AfterEffect);
                 if ok && !power && self.open_crashes == crashes && !write_faults {
                     let reads = self.open_data_reads;
                     let mut o = self.ctx.oracle();
@@ -889,8 +936,11 @@ impl Sim {
                         o.violation(format!("a clean reopen read segment data ({reads} reads)"));
                     }
                 }
-                // A clean close made everything durable: the log is the same.
-                let exact = ok && !self.damaged_since(close_seq, lies_before);
+                // A clean close made everything durable: the log is the same
+                // (unless damage was found and repaired by a cut at the reopen).
+                let exact = ok
+                    && !self.damaged_since(close_seq, lies_before)
+                    && self.ctx.oracle().cov.get(Mark::DamageRepaired) == repairs;
                 if exact && after != slots {
                     self.ctx.oracle().violation(format!(
                         "after a clean close{} the reopened log differs ({} records before, {} after)",
@@ -907,31 +957,69 @@ impl Sim {
 
     /// Failed fsyncs of segment files since the last open (from the SimFs
     /// trace: a failed fsync of a temporary file the WAL then discards need
-    /// not stop it).
-    fn segment_sync_failures(&self) -> u64 {
-        let total = self.ctx.fs.counters().get(FaultKind::SyncFail);
+    /// not stop it): those that failed (`SyncFail`) and those that
+    /// persisted and reported EIO (`SyncFailAfterPersist`).
+    fn segment_sync_failures(&self) -> (u64, u64) {
+        let c = self.ctx.fs.counters();
+        let total = c.get(FaultKind::SyncFail) + c.get(FaultKind::SyncFailAfterPersist);
         if total == self.sync_fails_at_open {
-            return 0;
+            return (0, 0);
         }
         let events = self.ctx.fs.trace();
         let mut paths: BTreeMap<u64, String> = BTreeMap::new();
         let mut failures = 0;
+        let mut after_persist = 0;
         for e in &events {
             if let (Some(ino), Some(path)) = (e.ino, e.path.as_ref()) {
                 paths.insert(ino, path.clone());
             }
-            if e.fault == Some(FaultKind::SyncFail) && e.seq >= self.open_seq {
+            let after = e.fault == Some(FaultKind::SyncFailAfterPersist);
+            if (e.fault == Some(FaultKind::SyncFail) || after) && e.seq >= self.open_seq && e.op != "sync_dir" {
                 let name = e
                     .ino
                     .and_then(|i| paths.get(&i))
                     .map(|p| p.rsplit('/').next().unwrap_or("").to_string())
                     .unwrap_or_default();
                 if is_segment_name(&name) {
-                    failures += 1;
+                    if after {
+                        after_persist += 1;
+                    } else {
+                        failures += 1;
+                    }
                 }
             }
         }
-        failures
+        (failures, after_persist)
+    }
+
+    /// Faults after the effect injected so far (all kinds).
+    fn after_effect_count(&self) -> u64 {
+        let c = self.ctx.fs.counters();
+        AFTER_EFFECT.iter().map(|&k| c.get(k)).sum()
+    }
+
+    /// Marks the engine paths the faults after the effect struck since the
+    /// last look (from the SimFs trace): a meta replacement's or a segment's
+    /// rename that reported EIO after taking effect.
+    fn note_after_effect(&mut self) {
+        let from = self.after_effect_seq;
+        self.after_effect_seq = self.ctx.fs.next_seq();
+        if self.ctx.fs.counters().get(FaultKind::EioRenameAfterEffect) == 0 {
+            return;
+        }
+        let mut o = self.ctx.oracle();
+        for e in self.ctx.fs.trace() {
+            if e.seq < from || e.fault != Some(FaultKind::EioRenameAfterEffect) {
+                continue;
+            }
+            self.renamed_since_open = true;
+            let name = e.path.as_deref().and_then(|p| p.rsplit('/').next()).unwrap_or("");
+            if name == "meta.wal.tmp" {
+                o.cov.mark(Mark::MetaRenameTookEffect);
+            } else {
+                o.cov.mark(Mark::SegmentRenameTookEffect);
+            }
+        }
     }
 
     /// No phantom segments: the WAL's segment list equals the directory.

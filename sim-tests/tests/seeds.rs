@@ -9,7 +9,7 @@
 //! * `SIM_SEEDS=<count>` and `SIM_SEED_START=<n>` widen the sweep.
 
 use sim_tests::api::real_opener;
-use sim_tests::config::{Overrides, RunConfig};
+use sim_tests::config::{FaultClass, Overrides, RunConfig};
 use sim_tests::runner::{check_seed, replay_command, Report};
 use sim_tests::{shrink, sweep};
 
@@ -135,6 +135,35 @@ fn misdirected_write_onto_the_tail_seeds() {
         let r = check_seed(seed, Overrides::default());
         assert!(r.passed(), "{}", fail_message(&r));
     }
+}
+
+/// Faults after the effect: 535, a prune whose meta rename reported EIO
+/// after taking effect, then appends below the abandoned low-water mark that
+/// the next open dropped (WAL, fixed: `write_meta` stops unless the
+/// temporary file is still there; regression test in
+/// `wal/tests/after_effect.rs`).
+#[test]
+fn after_effect_seeds() {
+    if env_u64("SIM_SEED").is_some() {
+        return;
+    }
+    let r = check_seed(535, Overrides::default());
+    assert!(r.passed(), "{}", fail_message(&r));
+    assert!(r.config.on(FaultClass::AfterEffect));
+}
+
+/// A power loss undid a prune a lying sync had claimed durable (excused
+/// once), and the next recovery after a process crash saw the same first
+/// index again: the oracle kept the undone first index as its floor
+/// (oracle, fixed; seed 501036, also 500684 before the `write_meta` fix
+/// changed its run).
+#[test]
+fn first_index_undone_by_a_lie_then_seen_again() {
+    if env_u64("SIM_SEED").is_some() {
+        return;
+    }
+    let r = check_seed(501_036, Overrides::default());
+    assert!(r.passed(), "{}", fail_message(&r));
 }
 
 /// Seeds found by sweeps from fresh starting points (btrfs profile, power

@@ -27,6 +27,12 @@ fn faults() -> FaultConfig {
         short_read: 0.05,
         writeback: 0.2,
         torn_garbage: 0.3,
+        eio_write_after_effect: 0.03,
+        eio_set_len_after_effect: 0.1,
+        eio_rename_after_effect: 0.05,
+        eio_remove_after_effect: 0.05,
+        eio_create_after_effect: 0.05,
+        sync_fail_after_persist: 0.05,
     }
 }
 
@@ -53,6 +59,9 @@ async fn round(fs: &SimFs, r: u32) {
         let _ = f.write_at(&data[..1500], off + 9000).await;
         if (r + i) % 3 != 0 {
             let _ = f.sync_data().await;
+        }
+        if i == 3 {
+            let _ = f.set_len(off + 10_500).await;
         }
         if i == 4 {
             let _ = f.allocate(20_000).await;

@@ -356,6 +356,12 @@ fn faulty(seed: u64) -> SimFs {
             short_read: 0.2,
             writeback: 0.3,
             torn_garbage: 0.5,
+            eio_write_after_effect: 0.05,
+            eio_set_len_after_effect: 0.05,
+            eio_rename_after_effect: 0.05,
+            eio_remove_after_effect: 0.05,
+            eio_create_after_effect: 0.05,
+            sync_fail_after_persist: 0.05,
         },
         512,
     )

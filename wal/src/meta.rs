@@ -14,6 +14,7 @@
 use std::path::Path;
 
 use simfs::{File, Fs, OpenOptions};
+use tracing::warn;
 
 use crate::error::{Error, Result};
 
@@ -130,9 +131,12 @@ pub(crate) async fn read_meta<F: Fs>(fs: &F, dir: &Path) -> Result<Option<Meta>>
     Meta::decode(&b, &path).map(Some)
 }
 
-/// Replaces the meta file durably. On error the old meta file (or none) is
-/// still in place in the live view, unless the rename happened and the
-/// directory fsync failed: callers must stop then.
+/// Replaces the meta file durably. On [`MetaWriteError::NotWritten`] the old
+/// meta file (or none) is still in place in the live view. A rename that
+/// failed may still have taken effect (the new meta file is then the live
+/// one, and a power loss keeps or loses it): unless the temporary file is
+/// visibly still there, that is [`MetaWriteError::Unknown`], as is a failed
+/// directory fsync after the rename: callers must stop then.
 pub(crate) async fn write_meta<F: Fs>(fs: &F, dir: &Path, meta: &Meta) -> Result<(), MetaWriteError> {
     let tmp = dir.join(META_TMP_NAME);
     let path = dir.join(META_NAME);
@@ -144,15 +148,25 @@ pub(crate) async fn write_meta<F: Fs>(fs: &F, dir: &Path, meta: &Meta) -> Result
         file.write_all_at(&meta.encode(), 0)
             .await
             .map_err(|e| Error::io("write", &tmp, 0, e))?;
-        file.sync_data().await.map_err(|e| Error::io("sync_data", &tmp, 0, e))?;
-        fs.rename(&tmp, &path)
-            .await
-            .map_err(|e| Error::io("rename", &tmp, 0, e))
+        file.sync_data().await.map_err(|e| Error::io("sync_data", &tmp, 0, e))
     };
     if let Err(e) = before_rename.await {
         // The temporary file is harmless (removed at open); the old meta stands.
         let _ = fs.remove_file(&tmp).await;
         return Err(MetaWriteError::NotWritten(e));
+    }
+    if let Err(e) = fs.rename(&tmp, &path).await {
+        let cause = Error::io("rename", &tmp, 0, e);
+        // Only the temporary file still under its name proves the rename
+        // did not happen. Believing the old meta file stands when the new
+        // one replaced it would let the caller go on under a low-water mark
+        // it abandoned: appends below it vanish at the next open.
+        if matches!(fs.exists(&tmp).await, Ok(true)) {
+            let _ = fs.remove_file(&tmp).await;
+            return Err(MetaWriteError::NotWritten(cause));
+        }
+        warn!(error = %cause, "the meta file's rename failed but took effect");
+        return Err(MetaWriteError::Unknown(cause));
     }
     fs.sync_dir(dir)
         .await

@@ -61,7 +61,8 @@ pub struct FaultConfig {
     pub enospc_metadata: f64,
     /// EIO on a read.
     pub eio_read: f64,
-    /// EIO on a write (nothing is written).
+    /// EIO on a write (nothing is written; see also
+    /// [`FaultConfig::eio_write_after_effect`]).
     pub eio_write: f64,
     /// EIO on open.
     pub eio_open: f64,
@@ -89,6 +90,33 @@ pub struct FaultConfig {
     pub writeback: f64,
     /// At power loss, garbage instead of zeros/old bytes in torn sectors.
     pub torn_garbage: f64,
+    /// A write takes effect (the whole buffer, or a seeded non-empty prefix
+    /// of it, in the page cache and dirty like any write) and then returns
+    /// EIO: the caller is not told how much was written
+    /// ([`FaultKind::EioWriteAfterEffect`]).
+    pub eio_write_after_effect: f64,
+    /// `set_len` takes effect (the new length, in the page cache, exactly as
+    /// a successful one) and then returns EIO
+    /// ([`FaultKind::EioSetLenAfterEffect`]).
+    pub eio_set_len_after_effect: f64,
+    /// A rename takes effect (live entries changed, the directory operation
+    /// pending exactly as after a successful rename) and then returns EIO
+    /// ([`FaultKind::EioRenameAfterEffect`]).
+    pub eio_rename_after_effect: f64,
+    /// `remove_file` takes effect (the live entry gone, the unlink pending
+    /// exactly as after a successful remove) and then returns EIO
+    /// ([`FaultKind::EioRemoveAfterEffect`]).
+    pub eio_remove_after_effect: f64,
+    /// An `open` with `create`/`create_new` that creates a new file creates
+    /// it (the live entry there, the link pending) and then returns EIO: no
+    /// handle is returned, the empty file exists
+    /// ([`FaultKind::EioCreateAfterEffect`]).
+    pub eio_create_after_effect: f64,
+    /// A sync (`sync_data`/`sync_all`, or `sync_dir`) persists everything a
+    /// successful one would and then reports EIO. The error is not recorded
+    /// in the inode's errseq: later syncs, from this handle or any other,
+    /// report only errors of their own ([`FaultKind::SyncFailAfterPersist`]).
+    pub sync_fail_after_persist: f64,
 }
 
 impl FaultConfig {
@@ -115,6 +143,12 @@ impl FaultConfig {
             self.short_read,
             self.writeback,
             self.torn_garbage,
+            self.eio_write_after_effect,
+            self.eio_set_len_after_effect,
+            self.eio_rename_after_effect,
+            self.eio_remove_after_effect,
+            self.eio_create_after_effect,
+            self.sync_fail_after_persist,
         ];
         p.iter().any(|&x| x > 0.0)
     }
@@ -262,11 +296,25 @@ pub enum FaultKind {
     ProcessCrash,
     /// A power loss.
     PowerLoss,
+    /// A write took effect (whole or a prefix) and then returned EIO.
+    EioWriteAfterEffect,
+    /// A `set_len` took effect and then returned EIO.
+    EioSetLenAfterEffect,
+    /// A rename took effect (live, pending like a successful one) and then
+    /// returned EIO.
+    EioRenameAfterEffect,
+    /// A remove took effect (live, pending like a successful one) and then
+    /// returned EIO.
+    EioRemoveAfterEffect,
+    /// An open created a new file and then returned EIO (no handle).
+    EioCreateAfterEffect,
+    /// A sync (file or directory) persisted everything and then reported EIO.
+    SyncFailAfterPersist,
 }
 
 impl FaultKind {
     /// How many kinds there are.
-    pub const COUNT: usize = 24;
+    pub const COUNT: usize = 30;
     /// Every kind, in declaration order.
     pub const ALL: [FaultKind; FaultKind::COUNT] = [
         FaultKind::EnospcWrite,
@@ -293,6 +341,12 @@ impl FaultKind {
         FaultKind::ResurrectedFile,
         FaultKind::ProcessCrash,
         FaultKind::PowerLoss,
+        FaultKind::EioWriteAfterEffect,
+        FaultKind::EioSetLenAfterEffect,
+        FaultKind::EioRenameAfterEffect,
+        FaultKind::EioRemoveAfterEffect,
+        FaultKind::EioCreateAfterEffect,
+        FaultKind::SyncFailAfterPersist,
     ];
 }
 

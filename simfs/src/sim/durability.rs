@@ -243,6 +243,15 @@ impl State {
             self.mark_seen(id, seq);
             return Err(errors::eio());
         }
+        // Everything is durable, and the sync reports EIO anyway (a failed
+        // journal commit or cache flush reported after the data reached the
+        // medium). Like such an error on Linux, it is returned to this
+        // caller only and not recorded in the inode's errseq: later syncs,
+        // from any handle, report only errors of their own.
+        if self.roll(faults.sync_fail_after_persist) {
+            self.inject(ctx, FaultKind::SyncFailAfterPersist);
+            return Err(errors::eio());
+        }
         Ok(())
     }
 
@@ -279,6 +288,12 @@ impl State {
         }
         self.apply_ready_ops();
         self.gc();
+        if self.roll(faults.sync_fail_after_persist) {
+            // The pending operations are durable, as after a successful
+            // sync_dir; then the error.
+            self.inject(ctx, FaultKind::SyncFailAfterPersist);
+            return Err(errors::eio());
+        }
         Ok(())
     }
 

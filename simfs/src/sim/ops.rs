@@ -180,6 +180,13 @@ impl State {
                 let ino = self.alloc_inode(Inode::File(FileNode::default()));
                 self.link_live(dir, &name, ino);
                 self.push_op(vec![(dir, Change::Link { name, ino })]);
+                if self.roll(faults.eio_create_after_effect) {
+                    // The file exists (live, its link pending like any
+                    // create's); the caller gets no handle.
+                    ctx.ino = Some(ino);
+                    self.inject(ctx, FaultKind::EioCreateAfterEffect);
+                    return Err(errors::eio());
+                }
                 ino
             }
         };
@@ -334,6 +341,11 @@ impl State {
             ),
         ]);
         self.gc();
+        if self.roll(faults.eio_rename_after_effect) {
+            // Renamed exactly as a successful rename, then the error.
+            self.inject(ctx, FaultKind::EioRenameAfterEffect);
+            return Err(errors::eio());
+        }
         Ok(())
     }
 
@@ -359,6 +371,12 @@ impl State {
         }
         self.push_op(vec![(dir, Change::Unlink { name, ino })]);
         self.gc();
+        let p = self.faults.eio_remove_after_effect;
+        if self.roll(p) {
+            // Removed exactly as a successful remove, then the error.
+            self.inject(ctx, FaultKind::EioRemoveAfterEffect);
+            return Err(errors::eio());
+        }
         Ok(())
     }
 
@@ -448,6 +466,12 @@ impl State {
                 self.inject(ctx, FaultKind::ShortWrite);
             }
         }
+        // Takes effect (whole, or a seeded non-empty prefix), then EIO.
+        let after_effect = self.roll(faults.eio_write_after_effect);
+        if after_effect {
+            n = 1 + self.below(n);
+            self.inject(ctx, FaultKind::EioWriteAfterEffect);
+        }
         let unit = self.unit;
         let Some(f) = self.file_mut(h.ino) else {
             return Err(errors::stale());
@@ -464,10 +488,13 @@ impl State {
         for s in rewritten {
             f.bad_sectors.remove(&s);
         }
+        if after_effect {
+            return Err(errors::eio());
+        }
         Ok(n as usize)
     }
 
-    pub(crate) fn op_set_len(&mut self, _ctx: &mut Ctx, id: u64, len: u64) -> io::Result<()> {
+    pub(crate) fn op_set_len(&mut self, ctx: &mut Ctx, id: u64, len: u64) -> io::Result<()> {
         let h = self.handle(id)?;
         if !h.write {
             // Linux ftruncate on a descriptor not open for writing: EINVAL.
@@ -479,6 +506,13 @@ impl State {
         let unit = self.unit;
         if let Some(f) = self.file_mut(h.ino) {
             f.set_vol_len(unit, len);
+        }
+        let p = self.faults.eio_set_len_after_effect;
+        if self.roll(p) {
+            // The new length is in place, exactly as after a successful
+            // `set_len`; then the error.
+            self.inject(ctx, FaultKind::EioSetLenAfterEffect);
+            return Err(errors::eio());
         }
         Ok(())
     }

@@ -557,6 +557,304 @@ fn eio_faults_fire_and_change_nothing() {
     });
 }
 
+// ----- faults after the effect -----
+
+fn eio(e: &std::io::Error) -> bool {
+    is_errno(e, 5, ErrorKind::Other)
+}
+
+#[test]
+fn write_after_effect_writes_then_fails() {
+    block_on(async {
+        let fs = SimFs::new(5);
+        let f = durable_file(&fs, "/a", b"0123456789").await;
+        fs.set_faults(FaultConfig {
+            eio_write_after_effect: 1.0,
+            ..FaultConfig::none()
+        });
+        let mut prefixes = Vec::new();
+        for i in 0..40u64 {
+            let before = fs.volatile_content(p("/a")).unwrap();
+            let data = vec![b'a' + (i % 26) as u8; 8];
+            let e = f.write_at(&data, 2).await.unwrap_err();
+            assert!(eio(&e), "{e}");
+            let after = fs.volatile_content(p("/a")).unwrap();
+            // A non-empty prefix landed at the offset; nothing else changed.
+            let k = (0..8).take_while(|&j| after[2 + j] == data[j]).count();
+            assert!(k >= 1);
+            assert_eq!(after[2 + k..], before[2 + k..]);
+            assert_eq!(after[..2], before[..2]);
+            prefixes.push(k);
+        }
+        assert_eq!(fs.counters().get(FaultKind::EioWriteAfterEffect), 40);
+        // Sometimes the whole buffer, sometimes less.
+        assert!(prefixes.contains(&8) && prefixes.iter().any(|&k| k < 8), "{prefixes:?}");
+        assert!(fs
+            .trace()
+            .iter()
+            .any(|e| e.op == "write" && e.fault == Some(FaultKind::EioWriteAfterEffect)));
+        // The bytes are dirty like any write's: a sync persists them.
+        fs.set_faults(FaultConfig::none());
+        let vol = fs.volatile_content(p("/a")).unwrap();
+        assert_ne!(fs.durable_content(p("/a")).unwrap(), vol);
+        f.sync_data().await.unwrap();
+        assert_eq!(fs.durable_content(p("/a")).unwrap(), vol);
+    });
+}
+
+#[test]
+fn set_len_after_effect_sets_the_length_then_fails() {
+    block_on(async {
+        let fs = SimFs::new(5);
+        let f = durable_file(&fs, "/a", b"0123456789").await;
+        fs.set_faults(FaultConfig {
+            eio_set_len_after_effect: 1.0,
+            ..FaultConfig::none()
+        });
+        assert!(eio(&f.set_len(4).await.unwrap_err()));
+        assert_eq!(f.len().await.unwrap(), 4);
+        assert!(eio(&f.set_len(6).await.unwrap_err()));
+        assert_eq!(fs.volatile_content(p("/a")).unwrap(), b"0123\0\0");
+        assert_eq!(fs.counters().get(FaultKind::EioSetLenAfterEffect), 2);
+        fs.set_faults(FaultConfig::none());
+        // Not yet durable (like a successful set_len): a sync makes it so.
+        assert_eq!(fs.durable_content(p("/a")).unwrap(), b"0123456789");
+        f.sync_data().await.unwrap();
+        assert_eq!(fs.durable_content(p("/a")).unwrap(), b"0123\0\0");
+    });
+}
+
+#[test]
+fn rename_after_effect_renames_then_fails() {
+    block_on(async {
+        let fs = SimFs::new(5);
+        drop(durable_file(&fs, "/a", b"A").await);
+        drop(durable_file(&fs, "/b", b"B").await);
+        fs.set_faults(FaultConfig {
+            eio_rename_after_effect: 1.0,
+            ..FaultConfig::none()
+        });
+        assert!(eio(&fs.rename(p("/a"), p("/b")).await.unwrap_err()));
+        assert_eq!(fs.counters().get(FaultKind::EioRenameAfterEffect), 1);
+        fs.set_faults(FaultConfig::none());
+        // Live: renamed over the target.
+        assert!(!fs.exists(p("/a")).await.unwrap());
+        assert_eq!(fs.volatile_content(p("/b")).unwrap(), b"A");
+        // Pending like a successful rename: a power loss keeps it or not.
+        let mut outcomes = std::collections::BTreeSet::new();
+        for seed in 0..32 {
+            let fs = SimFs::new(seed);
+            drop(durable_file(&fs, "/a", b"A").await);
+            drop(durable_file(&fs, "/b", b"B").await);
+            fs.set_faults(FaultConfig {
+                eio_rename_after_effect: 1.0,
+                ..FaultConfig::none()
+            });
+            assert!(fs.rename(p("/a"), p("/b")).await.is_err());
+            fs.set_faults(FaultConfig::none());
+            fs.crash(CrashKind::PowerLoss);
+            let a = fs.volatile_content(p("/a"));
+            let b = fs.volatile_content(p("/b")).unwrap();
+            outcomes.insert((a.clone(), b.clone()));
+            assert!(a == Some(b"A".to_vec()) && b == b"B" || a.is_none() && b == b"A");
+        }
+        assert_eq!(outcomes.len(), 2, "{outcomes:?}");
+        // A sync_dir makes it durable.
+        drop(durable_file(&fs, "/c", b"C").await);
+        fs.set_faults(FaultConfig {
+            eio_rename_after_effect: 1.0,
+            ..FaultConfig::none()
+        });
+        assert!(fs.rename(p("/c"), p("/d")).await.is_err());
+        fs.set_faults(FaultConfig::none());
+        fs.sync_dir(p("/")).await.unwrap();
+        fs.crash(CrashKind::PowerLoss);
+        assert!(!fs.exists(p("/c")).await.unwrap());
+        assert_eq!(fs.volatile_content(p("/d")).unwrap(), b"C");
+    });
+}
+
+#[test]
+fn remove_after_effect_removes_then_fails() {
+    block_on(async {
+        let fs = SimFs::new(5);
+        drop(durable_file(&fs, "/a", b"A").await);
+        drop(durable_file(&fs, "/b", b"B").await);
+        fs.set_faults(FaultConfig {
+            eio_remove_after_effect: 1.0,
+            ..FaultConfig::none()
+        });
+        assert!(eio(&fs.remove_file(p("/a")).await.unwrap_err()));
+        assert!(eio(&fs.remove_file(p("/b")).await.unwrap_err()));
+        assert_eq!(fs.counters().get(FaultKind::EioRemoveAfterEffect), 2);
+        fs.set_faults(FaultConfig::none());
+        assert!(!fs.exists(p("/a")).await.unwrap());
+        assert!(fs.remove_file(p("/a")).await.unwrap_err().kind() == ErrorKind::NotFound);
+        // Durable after a sync_dir, as a successful remove.
+        fs.sync_dir(p("/")).await.unwrap();
+        fs.crash(CrashKind::PowerLoss);
+        assert!(!fs.exists(p("/a")).await.unwrap());
+        assert!(!fs.exists(p("/b")).await.unwrap());
+    });
+}
+
+#[test]
+fn create_after_effect_creates_then_fails() {
+    block_on(async {
+        let fs = SimFs::new(5);
+        drop(durable_file(&fs, "/a", b"A").await);
+        fs.set_faults(FaultConfig {
+            eio_create_after_effect: 1.0,
+            ..FaultConfig::none()
+        });
+        // Opening an existing file creates nothing: no fault.
+        let h = fs.open(p("/a"), rwc()).await.unwrap();
+        drop(h);
+        assert!(eio(&fs.open(p("/n"), rwc()).await.unwrap_err()));
+        assert!(eio(&fs
+            .open(p("/m"), OpenOptions::new().write(true).create_new(true))
+            .await
+            .unwrap_err()));
+        assert_eq!(fs.counters().get(FaultKind::EioCreateAfterEffect), 2);
+        fs.set_faults(FaultConfig::none());
+        assert_eq!(fs.volatile_content(p("/n")).unwrap(), b"");
+        assert_eq!(fs.volatile_content(p("/m")).unwrap(), b"");
+        // The file exists: create_new now says so.
+        let e = fs
+            .open(p("/n"), OpenOptions::new().write(true).create_new(true))
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::AlreadyExists);
+        assert!(fs
+            .trace()
+            .iter()
+            .any(|e| e.op == "open" && e.fault == Some(FaultKind::EioCreateAfterEffect) && e.ino.is_some()));
+        // Its link is pending: durable after a sync_dir.
+        fs.sync_dir(p("/")).await.unwrap();
+        fs.crash(CrashKind::PowerLoss);
+        assert!(fs.exists(p("/n")).await.unwrap());
+    });
+}
+
+#[test]
+fn sync_after_persist_persists_then_fails_without_poisoning_errseq() {
+    for profile in [
+        SyncFailureProfile::Ext4Ordered,
+        SyncFailureProfile::Ext4DataJournal,
+        SyncFailureProfile::Btrfs,
+    ] {
+        block_on(async {
+            let fs = profile_fs(1, profile);
+            let h1 = durable_file(&fs, "/a", b"old").await;
+            let h2 = fs.open(p("/a"), rw()).await.unwrap();
+            h1.write_all_at(b"new!", 0).await.unwrap();
+            fs.set_faults(FaultConfig {
+                sync_fail_after_persist: 1.0,
+                ..FaultConfig::none()
+            });
+            assert!(eio(&h1.sync_data().await.unwrap_err()));
+            fs.set_faults(FaultConfig::none());
+            assert_eq!(fs.counters().get(FaultKind::SyncFailAfterPersist), 1);
+            // Durable and still readable (no revert, whatever the profile).
+            assert_eq!(fs.durable_content(p("/a")).unwrap(), b"new!");
+            assert_eq!(read_all(&h2).await.unwrap(), b"new!");
+            // Not recorded in errseq: no handle hears about it again.
+            h1.sync_data().await.unwrap();
+            h2.sync_all().await.unwrap();
+            fs.crash(CrashKind::PowerLoss);
+            assert_eq!(fs.volatile_content(p("/a")).unwrap(), b"new!");
+        });
+    }
+}
+
+#[test]
+fn sync_after_persist_still_reports_an_unseen_error_once() {
+    block_on(async {
+        let fs = profile_fs(1, SyncFailureProfile::Ext4Ordered);
+        let h1 = durable_file(&fs, "/a", b"old").await;
+        let h2 = fs.open(p("/a"), rw()).await.unwrap();
+        h1.write_all_at(b"new", 0).await.unwrap();
+        fs.set_faults(failing());
+        assert!(h1.sync_data().await.is_err());
+        // h2 has an unseen error: its sync reports it (that EIO is the
+        // errseq one, not an injected one); the next sync of h2 is clean.
+        fs.set_faults(FaultConfig {
+            sync_fail_after_persist: 1.0,
+            ..FaultConfig::none()
+        });
+        assert!(h2.sync_data().await.is_err());
+        assert_eq!(fs.counters().get(FaultKind::SyncFailAfterPersist), 0);
+        fs.set_faults(FaultConfig::none());
+        h2.sync_data().await.unwrap();
+    });
+}
+
+#[test]
+fn sync_dir_after_persist_persists_then_fails() {
+    block_on(async {
+        let fs = SimFs::new(5);
+        fs.create_dir_all(p("/d")).await.unwrap();
+        fs.sync_dir(p("/")).await.unwrap();
+        let f = fs.open(p("/d/x"), rwc()).await.unwrap();
+        f.write_all_at(b"x", 0).await.unwrap();
+        f.sync_data().await.unwrap();
+        fs.set_faults(FaultConfig {
+            sync_fail_after_persist: 1.0,
+            ..FaultConfig::none()
+        });
+        assert!(eio(&fs.sync_dir(p("/d")).await.unwrap_err()));
+        fs.set_faults(FaultConfig::none());
+        assert_eq!(fs.counters().get(FaultKind::SyncFailAfterPersist), 1);
+        assert!(fs
+            .trace()
+            .iter()
+            .any(|e| e.op == "sync_dir" && e.fault == Some(FaultKind::SyncFailAfterPersist)));
+        // The entry is durable: every power loss keeps it.
+        fs.crash(CrashKind::PowerLoss);
+        assert_eq!(fs.volatile_content(p("/d/x")).unwrap(), b"x");
+        assert_eq!(fs.counters().get(FaultKind::LostDirOp), 0);
+    });
+}
+
+fn after_effect_run(seed: u64) -> (u64, crate::FaultCounters, Vec<Option<Vec<u8>>>) {
+    let fs = with_faults(
+        seed,
+        FaultConfig {
+            eio_write_after_effect: 0.2,
+            eio_set_len_after_effect: 0.2,
+            eio_rename_after_effect: 0.3,
+            eio_remove_after_effect: 0.3,
+            eio_create_after_effect: 0.3,
+            sync_fail_after_persist: 0.2,
+            writeback: 0.1,
+            ..FaultConfig::none()
+        },
+    );
+    let contents = block_on(workload(&fs));
+    (fs.trace_hash(), fs.counters(), contents)
+}
+
+#[test]
+fn after_effect_faults_are_deterministic() {
+    let mut all = crate::FaultCounters::default();
+    for seed in 0..8 {
+        let a = after_effect_run(seed);
+        assert_eq!(a, after_effect_run(seed), "seed {seed}");
+        all.merge(&a.1);
+    }
+    for k in [
+        FaultKind::EioWriteAfterEffect,
+        FaultKind::EioSetLenAfterEffect,
+        FaultKind::EioRenameAfterEffect,
+        FaultKind::EioRemoveAfterEffect,
+        FaultKind::EioCreateAfterEffect,
+        FaultKind::SyncFailAfterPersist,
+    ] {
+        assert!(all.get(k) > 0, "{k:?} never fired");
+    }
+    assert_ne!(after_effect_run(0).0, after_effect_run(1).0);
+}
+
 #[test]
 fn enospc_faults() {
     block_on(async {
@@ -890,6 +1188,12 @@ fn chaos() -> FaultConfig {
         short_read: 0.1,
         writeback: 0.2,
         torn_garbage: 0.3,
+        eio_write_after_effect: 0.02,
+        eio_set_len_after_effect: 0.02,
+        eio_rename_after_effect: 0.02,
+        eio_remove_after_effect: 0.02,
+        eio_create_after_effect: 0.02,
+        sync_fail_after_persist: 0.05,
     }
 }
 
@@ -1062,6 +1366,12 @@ fn random_operations_never_panic() {
         short_read: 0.3,
         writeback: 0.5,
         torn_garbage: 0.5,
+        eio_write_after_effect: 0.1,
+        eio_set_len_after_effect: 0.1,
+        eio_rename_after_effect: 0.1,
+        eio_remove_after_effect: 0.1,
+        eio_create_after_effect: 0.1,
+        sync_fail_after_persist: 0.1,
     };
     let names = [
         "/a", "/b", "/d", "/d/a", "/d/e", "/d/e/f", "/a/x", "", "/", "d/../a", "/d/./e",

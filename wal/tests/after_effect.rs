@@ -1,0 +1,82 @@
+//! Faults that strike after the effect: SimFs operations that take effect
+//! and then return EIO. The engine must not assume a failed operation
+//! changed nothing.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::*;
+use futures::executor::block_on;
+use simfs::{CrashKind, FaultConfig, FaultKind, Fs, SimFs};
+use wal::{Error, Options};
+
+fn rename_after_effect() -> FaultConfig {
+    FaultConfig {
+        eio_rename_after_effect: 1.0,
+        ..FaultConfig::none()
+    }
+}
+
+/// A full prune whose meta replacement reports EIO although the rename took
+/// effect: the new low-water mark (past every record) is in the directory.
+/// Had the WAL believed the old meta file stood and gone on appending below
+/// that mark, the next directory fsync and a power loss would have made the
+/// new records vanish under it. It stops instead, and the records it
+/// acknowledged before stay.
+#[test]
+fn a_meta_rename_that_fails_after_taking_effect_stops_the_wal() {
+    block_on(async {
+        let fs = SimFs::new(7);
+        let wal = open(&fs, Options::default()).await.unwrap();
+        for i in 0..10u64 {
+            assert_eq!(wal.append(payload(i, 40)).await.unwrap(), i);
+        }
+        fs.set_faults(rename_after_effect());
+        let e = wal.prune_through(100).await.unwrap_err();
+        fs.set_faults(FaultConfig::none());
+        assert_eq!(fs.counters().get(FaultKind::EioRenameAfterEffect), 1);
+        assert!(wal.stopped().is_some(), "{e}");
+        let later = wal.append(payload(10, 40)).await;
+        assert!(matches!(later, Err(Error::Stopped { .. })), "{later:?}");
+        drop(wal);
+        // Whatever makes the directory durable next, and a power loss.
+        fs.sync_dir(dir()).await.unwrap();
+        fs.crash(CrashKind::PowerLoss);
+        let wal = open(&fs, Options::default()).await.unwrap();
+        // The prune's outcome was unknown: it happened (the rename was made
+        // durable above), and nothing acknowledged after it was lost.
+        assert_eq!(wal.first_index(), 101);
+        assert_eq!(wal.next_index(), 101);
+        assert_eq!(wal.append(payload(101, 40)).await.unwrap(), 101);
+    });
+}
+
+/// The same fault under a partial prune: the WAL stops, and a reopen finds
+/// the prune either done or not, never records past it missing.
+#[test]
+fn a_partial_prune_whose_meta_rename_fails_after_taking_effect_loses_nothing_above_it() {
+    block_on(async {
+        let fs = SimFs::new(8);
+        let opts = Options {
+            segment_max_records: 5,
+            ..Options::default()
+        };
+        let wal = open(&fs, opts.clone()).await.unwrap();
+        for i in 0..20u64 {
+            assert_eq!(wal.append(payload(i, 40)).await.unwrap(), i);
+        }
+        fs.set_faults(rename_after_effect());
+        assert!(wal.prune_through(9).await.is_err());
+        fs.set_faults(FaultConfig::none());
+        assert!(wal.stopped().is_some());
+        drop(wal);
+        fs.crash(CrashKind::PowerLoss);
+        let wal = open(&fs, opts).await.unwrap();
+        assert!(wal.first_index() == 0 || wal.first_index() == 10);
+        assert_eq!(wal.next_index(), 20);
+        let all = collect(&wal).await.unwrap();
+        for (i, p) in all {
+            assert_eq!(p, payload(i, 40));
+        }
+    });
+}
