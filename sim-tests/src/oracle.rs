@@ -1029,23 +1029,7 @@ impl Oracle {
                     }
                 }
                 // Records removed by an Ok truncation never come back.
-                let removed: Vec<(usize, usize)> = self
-                    .inst
-                    .model
-                    .range(from..)
-                    .filter_map(|(_, s)| match s {
-                        Slot::Rec(id, k) => Some((*id, *k)),
-                        Slot::Empty => None,
-                    })
-                    .collect();
-                self.truncation_may_cut(from);
-                for (id, k) in removed {
-                    if let Some(a) = self.attempts.get_mut(id) {
-                        a.gone_from = a.gone_from.min(k);
-                    }
-                }
-                drop(self.inst.model.split_off(&from));
-                drop(self.inst.acked.split_off(&from));
+                self.remove_from(from);
                 self.inst.model_next = from;
                 self.inst.floor = from;
                 self.inst.reseatable = false;
@@ -1330,7 +1314,8 @@ impl Oracle {
         self.event(&format!("operator repair: truncate_from({from}) for {why}"));
         self.operator_cut = Some(self.operator_cut.map_or(from, |c| c.min(from)));
         self.cov.mark(Mark::DamageRepaired);
-        self.truncation_may_cut(from);
+        // The instance model is the last one's; acknowledged indices are
+        // what the log held.
         for a in &mut self.attempts {
             if let Outcome::Acked(i0) = a.outcome {
                 let k = from.saturating_sub(i0);
@@ -1339,6 +1324,13 @@ impl Oracle {
                 }
             }
         }
+        self.remove_from(from);
+    }
+
+    /// Marks every record of the model at `from` and above gone by request
+    /// (a truncation that returned `Ok`, or an operator's cut): they must
+    /// never come back.
+    fn remove_from(&mut self, from: u64) {
         let removed: Vec<(usize, usize)> = self
             .inst
             .model
@@ -1348,6 +1340,7 @@ impl Oracle {
                 Slot::Empty => None,
             })
             .collect();
+        self.truncation_may_cut(from);
         for (id, k) in removed {
             if let Some(a) = self.attempts.get_mut(id) {
                 a.gone_from = a.gone_from.min(k);
