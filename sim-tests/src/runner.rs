@@ -216,16 +216,6 @@ fn segment_first(names: &[String], index: u64) -> Option<u64> {
 /// Repair cuts tried before a run ends on reported damage.
 const MAX_REPAIR_ATTEMPTS: u32 = 8;
 
-/// The fault kinds that strike after the operation took effect.
-const AFTER_EFFECT: [FaultKind; 6] = [
-    FaultKind::EioWriteAfterEffect,
-    FaultKind::EioSetLenAfterEffect,
-    FaultKind::EioRenameAfterEffect,
-    FaultKind::EioRemoveAfterEffect,
-    FaultKind::EioCreateAfterEffect,
-    FaultKind::SyncFailAfterPersist,
-];
-
 /// Outcome of one reopen.
 enum Reopened {
     Open(Vec<Slot>),
@@ -995,7 +985,7 @@ impl Sim {
     /// Faults after the effect injected so far (all kinds).
     fn after_effect_count(&self) -> u64 {
         let c = self.ctx.fs.counters();
-        AFTER_EFFECT.iter().map(|&k| c.get(k)).sum()
+        FaultKind::AFTER_EFFECT.iter().map(|&k| c.get(k)).sum()
     }
 
     /// Marks the engine paths the faults after the effect struck since the

@@ -348,6 +348,16 @@ impl FaultKind {
         FaultKind::EioCreateAfterEffect,
         FaultKind::SyncFailAfterPersist,
     ];
+    /// The kinds that strike after the operation took effect (it happened,
+    /// and the caller got an error anyway).
+    pub const AFTER_EFFECT: [FaultKind; 6] = [
+        FaultKind::EioWriteAfterEffect,
+        FaultKind::EioSetLenAfterEffect,
+        FaultKind::EioRenameAfterEffect,
+        FaultKind::EioRemoveAfterEffect,
+        FaultKind::EioCreateAfterEffect,
+        FaultKind::SyncFailAfterPersist,
+    ];
 }
 
 /// Per-kind counts of injected faults, from [`crate::SimFs::counters`].

@@ -842,14 +842,7 @@ fn after_effect_faults_are_deterministic() {
         assert_eq!(a, after_effect_run(seed), "seed {seed}");
         all.merge(&a.1);
     }
-    for k in [
-        FaultKind::EioWriteAfterEffect,
-        FaultKind::EioSetLenAfterEffect,
-        FaultKind::EioRenameAfterEffect,
-        FaultKind::EioRemoveAfterEffect,
-        FaultKind::EioCreateAfterEffect,
-        FaultKind::SyncFailAfterPersist,
-    ] {
+    for k in FaultKind::AFTER_EFFECT {
         assert!(all.get(k) > 0, "{k:?} never fired");
     }
     assert_ne!(after_effect_run(0).0, after_effect_run(1).0);
