@@ -50,6 +50,9 @@ pub struct Report {
     pub end: RunEnd,
     /// The last SimFs trace events of a failing run (empty if it passed).
     pub fs_trace: Vec<String>,
+    /// Why a run ended on reported damage (empty otherwise): the damage
+    /// and what the ledger says caused it.
+    pub end_why: String,
 }
 
 impl Report {
@@ -86,7 +89,7 @@ pub fn run_seed_with(seed: u64, ov: Overrides, opener: Opener) -> Report {
     let cfg = config.clone();
     let result = catch_unwind(AssertUnwindSafe(|| rt.block_on(simulate(cfg, opener))));
     match result {
-        Ok((oracle, fs_hash, end, fs_trace)) => {
+        Ok((oracle, fs_hash, end, fs_trace, end_why)) => {
             let violations = oracle.violations.clone();
             let trace_hash = fs_hash ^ oracle.hash().rotate_left(17);
             let coverage = oracle.cov;
@@ -99,6 +102,7 @@ pub fn run_seed_with(seed: u64, ov: Overrides, opener: Opener) -> Report {
                 violations,
                 trace_hash,
                 fs_trace,
+                end_why,
             }
         }
         Err(panic) => {
@@ -116,6 +120,7 @@ pub fn run_seed_with(seed: u64, ov: Overrides, opener: Opener) -> Report {
                 trace_hash: 0,
                 end: RunEnd::Failed,
                 fs_trace: Vec::new(),
+                end_why: String::new(),
             }
         }
     }
@@ -193,6 +198,8 @@ struct Sim {
     renamed_since_open: bool,
     /// ... and a crash followed: the next recovery finds it done.
     recovery_after_rename: bool,
+    /// Why the run ended on reported damage (for the sweep's summary).
+    end_why: String,
 }
 
 /// Whether `e` is, or was stopped by, a corruption report.
@@ -222,7 +229,7 @@ enum Reopened {
     Ended,
 }
 
-async fn simulate(cfg: RunConfig, opener: Opener) -> (Oracle, u64, RunEnd, Vec<String>) {
+async fn simulate(cfg: RunConfig, opener: Opener) -> (Oracle, u64, RunEnd, Vec<String>, String) {
     let clock = Arc::new(simfs::MadsimClock::new());
     let fs = SimFs::with_config(cfg.seed, cfg.sim_config(clock));
     let dir = PathBuf::from("/db/wal");
@@ -251,11 +258,13 @@ async fn simulate(cfg: RunConfig, opener: Opener) -> (Oracle, u64, RunEnd, Vec<S
         after_effect_at_open: 0,
         renamed_since_open: false,
         recovery_after_rename: false,
+        end_why: String::new(),
     };
     ctx.oracle()
         .event(&format!("start: {}", cfg.to_string().replace('\n', " |")));
     sim.run().await;
     let end = sim.end.unwrap_or(RunEnd::Healed);
+    let end_why = std::mem::take(&mut sim.end_why);
     drop(sim);
     let counters = fs.counters();
     let fs_hash = fs.trace_hash();
@@ -305,7 +314,7 @@ async fn simulate(cfg: RunConfig, opener: Opener) -> (Oracle, u64, RunEnd, Vec<S
             .chain(damage)
             .collect()
     };
-    (oracle, fs_hash, end, fs_trace)
+    (oracle, fs_hash, end, fs_trace, end_why)
 }
 
 impl Sim {
@@ -415,6 +424,7 @@ impl Sim {
                         self.ctx.oracle().event(&format!(
                             "damage explained by {why}, beyond what a point-in-time open repairs"
                         ));
+                        self.end_why = format!("open: {e}; {why}");
                         return self.ended(RunEnd::ReportedDamage);
                     }
                     // The operator's repair: recover to the last valid record
@@ -438,6 +448,7 @@ impl Sim {
                                 .oracle()
                                 .event(&format!("cannot reopen: {e}, explained by {why}"));
                             self.ctx.oracle().cov.mark(Mark::CorruptionReported);
+                            self.end_why = format!("open: {e}; {why}");
                             return self.ended(RunEnd::ReportedDamage);
                         }
                         self.ctx
@@ -464,6 +475,7 @@ impl Sim {
                 if !self.make_pending_cut(&wal, pos).await {
                     extra.extend(self.crash_for_repair(wal));
                     if self.cut_attempts > MAX_REPAIR_ATTEMPTS {
+                        self.end_why = format!("repair cut at {pos} failed {} times", self.cut_attempts);
                         return self.ended(RunEnd::ReportedDamage);
                     }
                     continue;
@@ -623,6 +635,7 @@ impl Sim {
                             // makes the cut first.
                             self.cut_attempts += 1;
                             if self.cut_attempts > MAX_REPAIR_ATTEMPTS {
+                                self.end_why = format!("scan at {pos}: {e}; {why}; repair failed {} times", self.cut_attempts);
                                 self.end = Some(RunEnd::ReportedDamage);
                             }
                             self.pending_cut = Some(self.pending_cut.map_or(pos, |c| c.min(pos)));

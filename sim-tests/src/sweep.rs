@@ -22,6 +22,8 @@ pub struct Sweep {
     pub ended_on_damage: u64,
     /// Seeds in which reported damage was repaired and the run went on.
     pub repaired: u64,
+    /// The seeds that ended on reported damage, with why (sorted by seed).
+    pub ended: Vec<(u64, String)>,
     /// Failing runs, by seed.
     pub failed: Vec<Report>,
     /// Coverage summed over every seed.
@@ -58,7 +60,10 @@ pub fn run(
             s.passed += 1;
             match r.end {
                 RunEnd::Healed => s.healed += 1,
-                RunEnd::ReportedDamage => s.ended_on_damage += 1,
+                RunEnd::ReportedDamage => {
+                    s.ended_on_damage += 1;
+                    s.ended.push((r.seed, r.end_why.clone()));
+                }
                 RunEnd::Failed => {}
             }
         } else {
@@ -76,6 +81,7 @@ pub fn run(
     }
     let mut s = out.into_inner().unwrap_or_else(|e| e.into_inner());
     s.failed.sort_by_key(|r| r.seed);
+    s.ended.sort();
     s
 }
 
@@ -86,6 +92,7 @@ impl Sweep {
         self.healed += o.healed;
         self.ended_on_damage += o.ended_on_damage;
         self.repaired += o.repaired;
+        self.ended.extend(o.ended);
         self.failed.extend(o.failed);
         self.coverage.merge(&o.coverage);
     }

@@ -37,7 +37,7 @@ mod options;
 mod recovery;
 mod segment;
 mod sync;
-#[cfg(feature = "shuttle")]
+#[cfg(any(feature = "shuttle", feature = "planted-bugs"))]
 #[doc(hidden)]
 pub mod testing;
 #[allow(clippy::module_inception)]

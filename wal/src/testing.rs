@@ -1,24 +1,78 @@
-//! Test-only switches for the shuttle build (`wal-shuttle`): planted bugs
-//! that `sim-tests/tests/threads.rs` must catch, to show that the
-//! thread-interleaving checker can see a race between two synchronous
-//! critical sections. Compiled only with the `shuttle` feature: the `wal`
-//! crate has none of this.
+//! Test-only switches: planted bugs that the checkers must catch, to show
+//! that they can see the class of bug they exist for.
+//!
+//! - With the `shuttle` feature (the `wal-shuttle` crate): the "split
+//!   admission" race, caught by `sim-tests/tests/threads.rs`.
+//! - With the `planted-bugs` feature (enabled by `sim-tests`): [`Planted`]
+//!   bugs, switched on per OS thread (each simulated seed runs on one
+//!   thread, so a sweep on other threads is unaffected), caught by
+//!   `sim-tests/tests/power.rs`.
+//!
+//! Without either feature the module holds only [`planted`], which is a
+//! constant `false`: the normal build has no switch.
 
-// A plain std atomic, not a shuttle one: it is set outside any shuttle
-// execution and is not part of what the checker explores.
-use std::sync::atomic::{AtomicBool, Ordering};
+#[cfg(feature = "shuttle")]
+mod split {
+    // A plain std atomic, not a shuttle one: it is set outside any shuttle
+    // execution and is not part of what the checker explores.
+    use std::sync::atomic::{AtomicBool, Ordering};
 
-static SPLIT_ADMISSION: AtomicBool = AtomicBool::new(false);
+    static SPLIT_ADMISSION: AtomicBool = AtomicBool::new(false);
 
-/// Plants the "split admission" bug (process-wide): `Inner::admit` releases
-/// the state lock after assigning the indices and takes it again to enqueue
-/// the request, with no `.await` in between, so another thread can be
-/// admitted (and even written) between the two.
-pub fn set_split_admission(on: bool) {
-    SPLIT_ADMISSION.store(on, Ordering::SeqCst);
+    /// Plants the "split admission" bug (process-wide): `Inner::admit`
+    /// releases the state lock after assigning the indices and takes it
+    /// again to enqueue the request, with no `.await` in between, so another
+    /// thread can be admitted (and even written) between the two.
+    pub fn set_split_admission(on: bool) {
+        SPLIT_ADMISSION.store(on, Ordering::SeqCst);
+    }
+
+    /// Whether the split admission bug is planted.
+    pub(crate) fn split_admission() -> bool {
+        SPLIT_ADMISSION.load(Ordering::SeqCst)
+    }
+}
+#[cfg(feature = "shuttle")]
+pub(crate) use split::split_admission;
+#[cfg(feature = "shuttle")]
+pub use split::set_split_admission;
+
+/// A bug that can be planted in the engine (`planted-bugs` feature).
+#[cfg(feature = "planted-bugs")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Planted {
+    /// Prune ignores live iterators' leases: it removes segments a live,
+    /// unexpired iterator still has to read.
+    PruneIgnoresLeases,
+    /// Recovery's cut of a torn tail is not fsynced (the cut is written
+    /// but a power loss can undo it, under later appends).
+    RecoveryCutNotSynced,
 }
 
-/// Whether the split admission bug is planted.
-pub(crate) fn split_admission() -> bool {
-    SPLIT_ADMISSION.load(Ordering::SeqCst)
+#[cfg(feature = "planted-bugs")]
+mod switches {
+    use std::cell::Cell;
+
+    use super::Planted;
+
+    thread_local! {
+        static PLANTED: Cell<Option<Planted>> = const { Cell::new(None) };
+    }
+
+    /// Plants `bug` on this OS thread (`None`: none), until changed.
+    pub fn plant(bug: Option<Planted>) {
+        PLANTED.with(|p| p.set(bug));
+    }
+
+    /// Whether `bug` is planted on this thread.
+    #[allow(dead_code)]
+    pub(crate) fn planted(bug: Planted) -> bool {
+        PLANTED.with(|p| p.get() == Some(bug))
+    }
 }
+#[cfg(feature = "planted-bugs")]
+pub use switches::plant;
+#[cfg(feature = "planted-bugs")]
+#[allow(unused_imports)]
+pub(crate) use switches::planted;

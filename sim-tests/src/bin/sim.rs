@@ -125,6 +125,9 @@ fn main() -> ExitCode {
         result.repaired,
         result.coverage.get(sim_tests::coverage::Mark::DamageRepaired)
     );
+    for (seed, why) in result.ended.iter().take(100) {
+        println!("  seed {seed}: {why}");
+    }
     println!("{}", result.coverage);
     let missing = result.coverage.missing();
     if !missing.is_empty() {
