@@ -52,6 +52,16 @@ pub enum Mark {
     /// recovery-trust issue makes reads of intact records before the damage
     /// succeed). Excused by the damage, counted apart.
     ReportedBeforeDamage,
+    /// The operator rewrote a file's unreadable sectors (the drive's
+    /// bad-block list) with zeros, so that an open could cut at them.
+    SectorsRewritten,
+    /// The operator moved a file with a damaged header (the meta file, an
+    /// active segment) aside, so that an open could go on without it.
+    FileMovedAside,
+    /// After the meta file was moved aside, the first index moved back or
+    /// pruned records came back: the low-water mark was lost with it,
+    /// excused once.
+    LowWaterLostWithMeta,
     /// A power loss undid directory operations or a file size a lying (or
     /// late-failing) sync had claimed durable: the first index moved back or
     /// removed records came back, excused once.

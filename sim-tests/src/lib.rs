@@ -16,6 +16,7 @@
 //! * [`coverage`]: fault counts, rare-path marks, check counts;
 //! * [`shrink`]: minimise a failing configuration;
 //! * [`broken`]: deliberately broken filesystems and WALs that the sweep must catch;
+//! * [`repair`]: the operator's tools for damage no open mode gets past;
 //! * [`sweep`]: many seeds, sequentially or on several threads.
 #![forbid(unsafe_code)]
 
@@ -26,6 +27,7 @@ pub mod coverage;
 pub mod damage;
 pub mod oracle;
 pub mod payload;
+pub mod repair;
 pub mod runner;
 pub mod shrink;
 pub mod sweep;

@@ -152,6 +152,12 @@ pub struct Oracle {
     /// to move back and truncated or pruned records to come back at the next
     /// recovery only; cleared by it.
     undone_by_lie: bool,
+    /// The operator moved a damaged meta file aside (the ledger explained
+    /// the damage): the low-water mark it held, the first index then. The
+    /// next recovery may start below it, and records below it that a prune
+    /// had removed from the meta file's view but not yet from the disk may
+    /// come back; cleared by that recovery.
+    meta_lost: Option<u64>,
     eio_read: bool,
     /// A failed fsync reverts the page cache (btrfs): a read racing the
     /// stop may see the reverted bytes and report corruption.
@@ -225,6 +231,7 @@ impl Oracle {
             operator_cut: None,
             crash_seq: None,
             undone_by_lie: false,
+            meta_lost: None,
             eio_read: cfg.on(FaultClass::EioRead)
                 || cfg.on(FaultClass::EioOpen)
                 || cfg.on(FaultClass::LatentSectorError),
@@ -693,6 +700,8 @@ impl Oracle {
         }
         if first < self.first_lo && self.undone_by_lie {
             self.cov.mark(Mark::UndoneByLyingSync);
+        } else if first < self.first_lo && self.meta_lost.is_some() {
+            self.cov.mark(Mark::LowWaterLostWithMeta);
         } else if first < self.first_lo {
             self.violation(format!(
                 "first index {first} moved backwards: a prune returned Ok or a recovery saw first index {}",
@@ -728,6 +737,11 @@ impl Oracle {
                         let gone = self.attempts.get(id).is_some_and(|a| k >= a.gone_from);
                         if gone && self.undone_by_lie && self.lifecycle_used {
                             self.cov.mark(Mark::UndoneByLyingSync);
+                        } else if gone && self.meta_lost.is_some_and(|lo| *idx < lo) {
+                            // Pruned, but its segment was still there when
+                            // the meta file holding the low-water mark was
+                            // lost.
+                            self.cov.mark(Mark::LowWaterLostWithMeta);
                         } else if gone {
                             self.violation(format!(
                                 "index {idx}: record #{id}[{k}] resurrected (absent after an earlier recovery, or removed by a truncation that returned Ok)"
@@ -1263,7 +1277,7 @@ impl Oracle {
         // keeping the undone one would flag the same move back again at the
         // next recovery (seed 501036: a prune's Ok(...429) undone, recovered
         // at ...399, then a process crash and ...399 again).
-        self.first_lo = if self.undone_by_lie {
+        self.first_lo = if self.undone_by_lie || self.meta_lost.take().is_some() {
             first
         } else {
             self.first_lo.max(first)
@@ -1405,6 +1419,14 @@ impl Oracle {
     pub fn note_undone_by_lie(&mut self) {
         self.event("a power loss undid directory operations a lying sync had claimed durable");
         self.undone_by_lie = true;
+    }
+
+    /// The operator moved the damaged meta file aside, for the damage
+    /// `why` (a ledger entry on it): the low-water mark is gone with it.
+    pub fn meta_lost(&mut self, why: &str) {
+        self.event(&format!("operator repair: meta file moved aside for {why}"));
+        self.cov.mark(Mark::DamageRepaired);
+        self.meta_lost = Some(self.first_lo);
     }
 
     /// Whether any sync failed so far (from SimFs's counters).

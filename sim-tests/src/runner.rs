@@ -200,6 +200,8 @@ struct Sim {
     recovery_after_rename: bool,
     /// Why the run ended on reported damage (for the sweep's summary).
     end_why: String,
+    /// Operator's file repairs so far.
+    file_repairs: u32,
 }
 
 /// Whether `e` is, or was stopped by, a corruption report.
@@ -208,6 +210,15 @@ fn is_corruption(e: &Error) -> bool {
         Error::Corruption { .. } => true,
         Error::Stopped { cause } => is_corruption(cause),
         _ => false,
+    }
+}
+
+/// The file a read error of `e` (or of its cause) names.
+fn read_error_path(e: &Error) -> Option<&std::path::Path> {
+    match e {
+        Error::Io { path, op, .. } if op.contains("read") => Some(path),
+        Error::Stopped { cause } | Error::AppendFailed { cause } => read_error_path(cause),
+        _ => None,
     }
 }
 
@@ -222,6 +233,10 @@ fn segment_first(names: &[String], index: u64) -> Option<u64> {
 
 /// Repair cuts tried before a run ends on reported damage.
 const MAX_REPAIR_ATTEMPTS: u32 = 8;
+
+/// Operator's file repairs ([`crate::repair`]) before a run ends on
+/// reported damage.
+const MAX_FILE_REPAIRS: u32 = 8;
 
 /// Outcome of one reopen.
 enum Reopened {
@@ -259,6 +274,7 @@ async fn simulate(cfg: RunConfig, opener: Opener) -> (Oracle, u64, RunEnd, Vec<S
         renamed_since_open: false,
         recovery_after_rename: false,
         end_why: String::new(),
+        file_repairs: 0,
     };
     ctx.oracle()
         .event(&format!("start: {}", cfg.to_string().replace('\n', " |")));
@@ -418,9 +434,12 @@ impl Sim {
                         return self.ended(RunEnd::Failed);
                     };
                     self.ctx.oracle().cov.mark(Mark::CorruptionReported);
+                    if mode == RecoveryMode::PointInTime && self.file_repair(&e, &why).await {
+                        continue;
+                    }
                     if mode == RecoveryMode::PointInTime {
-                        // Damage a point-in-time open cannot cut (a sealed
-                        // segment's header, a naming problem).
+                        // Damage a point-in-time open cannot cut and no
+                        // operator's tool repairs.
                         self.ctx.oracle().event(&format!(
                             "damage explained by {why}, beyond what a point-in-time open repairs"
                         ));
@@ -442,6 +461,15 @@ impl Sim {
                     io_errors += 1;
                     if io_errors > 20 {
                         let explained = self.ctx.oracle().explain_error(&e);
+                        if let Some(why) = &explained {
+                            if self.file_repair(&e, why).await {
+                                // The sectors read again (as zeros): an open
+                                // that cuts at them can go on.
+                                io_errors = 0;
+                                mode = RecoveryMode::PointInTime;
+                                continue;
+                            }
+                        }
                         if let Some(why) = explained {
                             // An unreadable sector no open can read past.
                             self.ctx
@@ -729,6 +757,13 @@ impl Sim {
         self.ctx.oracle().event(&format!("operator repair -> {r:?}"));
         let Err(e) = r else { return true };
         self.cut_attempts += 1;
+        if let Some(path) = read_error_path(&e) {
+            // The cut must read an unreadable sector: rewrite it first (the
+            // next attempt then meets the zeros as corruption).
+            let path = path.to_path_buf();
+            let why = format!("read error in {} during a repair cut", path.display());
+            self.file_repair(&e, &why).await;
+        }
         // A cut inside a damaged sealed segment reads it and fails on the
         // damage: cut at that segment's first record instead (what an
         // operator without a finer tool does; the records in between are
@@ -740,6 +775,52 @@ impl Sim {
         };
         self.pending_cut = Some(at);
         false
+    }
+
+    /// The operator's repair of the file `e` names, whose damage the ledger
+    /// explained (`why`): rewrite its unreadable sectors, or move a meta
+    /// file or active segment with a bad header aside. Whether the
+    /// directory changed (an open is worth trying again).
+    async fn file_repair(&mut self, e: &Error, why: &str) -> bool {
+        if self.file_repairs >= MAX_FILE_REPAIRS {
+            return false;
+        }
+        let fs = self.ctx.fs.clone();
+        let (path, reason) = match e {
+            Error::Corruption { segment, reason, .. } => (segment.clone(), reason.as_str()),
+            _ => match read_error_path(e) {
+                Some(p) => (p.to_path_buf(), ""),
+                None => return false,
+            },
+        };
+        let name = path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        if !fs.bad_sectors(&path).is_empty() {
+            self.file_repairs += 1;
+            let r = crate::repair::rewrite_bad_sectors(&fs, &path).await;
+            let mut o = self.ctx.oracle();
+            o.event(&format!("operator repair: rewrite bad sectors of {name} for {why} -> {r:?}"));
+            o.cov.mark(Mark::SectorsRewritten);
+            o.cov.mark(Mark::DamageRepaired);
+            return r.is_ok();
+        }
+        let is_meta = name == "meta";
+        let bad_active_header = reason.starts_with("bad segment header") && name.contains("-active-");
+        if !is_meta && !bad_active_header {
+            return false;
+        }
+        self.file_repairs += 1;
+        let r = crate::repair::move_aside(&fs, &path).await;
+        let moved = fs.inode_of(&path).is_none();
+        let mut o = self.ctx.oracle();
+        o.event(&format!("operator repair: move {name} aside for {why} -> {r:?}"));
+        if moved {
+            o.cov.mark(Mark::FileMovedAside);
+            o.cov.mark(Mark::DamageRepaired);
+            if is_meta {
+                o.meta_lost(why);
+            }
+        }
+        moved
     }
 
     /// Ends the process of an instance whose repair failed, as a restart

@@ -377,6 +377,31 @@ impl SimFs {
         st.resolve(&comps, View::Live).ok()
     }
 
+    /// The byte ranges of the file at the live name `path` that are
+    /// unreadable now (latent sector errors not yet rewritten), in order:
+    /// the drive's bad-block list, as `badblocks` or SMART would show it to
+    /// an operator. A write covering a sector makes it readable again.
+    ///
+    /// ```
+    /// let fs = simfs::SimFs::new(1);
+    /// assert!(fs.bad_sectors(std::path::Path::new("/nothing")).is_empty());
+    /// ```
+    pub fn bad_sectors(&self, path: &Path) -> Vec<std::ops::Range<u64>> {
+        let st = self.lock();
+        let Ok(comps) = State::components(path) else {
+            return Vec::new();
+        };
+        let Ok(ino) = st.resolve(&comps, View::Live) else {
+            return Vec::new();
+        };
+        st.file(ino).map_or_else(Vec::new, |f| {
+            f.bad_sectors
+                .iter()
+                .map(|s| s * state::SECTOR..(s + 1) * state::SECTOR)
+                .collect()
+        })
+    }
+
     /// The last `trace_capacity` events.
     pub fn trace(&self) -> Vec<TraceEvent> {
         self.lock().trace.events()

@@ -951,8 +951,10 @@ fn latent_sector_error_until_rewritten() {
             assert!(is_errno(&e, 5, ErrorKind::Other));
         }
         assert_eq!(fs.counters().get(FaultKind::LatentSectorRead), 2);
+        assert_eq!(fs.bad_sectors(p("/a")), vec![0..512], "the bad-block list names it");
         f.write_all_at(&[3u8], 511).await.unwrap();
         assert_eq!(f.read_at(&mut buf, 100).await.unwrap(), 16);
+        assert!(fs.bad_sectors(p("/a")).is_empty(), "a rewrite heals it");
     });
 }
 

@@ -1,0 +1,99 @@
+//! The operator's tools: what a person with shell access does to a log
+//! directory after the WAL reported damage that no open mode can get past.
+//!
+//! The simulation uses them so that a run does not end on honest damage
+//! (issue 11, deliverable 2): it repairs as an operator would, then the
+//! oracle checks that exactly what the damage ledger explains is gone and
+//! the workload goes on. Each tool changes only what the report named:
+//!
+//! - [`rewrite_bad_sectors`]: the drive's bad-block list (`badblocks`, SMART)
+//!   names the unreadable sectors of a file; rewriting them with zeros
+//!   makes the drive remap them, so the file reads again and the WAL sees
+//!   the zeros as damage it can cut at (a point-in-time open).
+//! - [`move_aside`]: a file whose own header is bad (the meta file, or an
+//!   active segment whose header never became durable) is renamed to
+//!   `<name>.damaged`, which the WAL ignores, and kept for inspection.
+//!
+//! Every step goes through the faulty filesystem like any other process
+//! would, so each is retried a bounded number of times.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use simfs::{File, Fs, OpenOptions, SimFs};
+
+/// Attempts per filesystem step before the tool gives up.
+const MAX_TRIES: u32 = 10;
+
+/// What an operator's repair did, for the event log.
+#[derive(Debug)]
+pub enum Repaired {
+    /// Rewrote this many unreadable sectors of the file with zeros.
+    Sectors(usize),
+    /// Renamed the file to this path.
+    MovedTo(PathBuf),
+}
+
+/// Rewrites every unreadable sector of the file at `path` with zeros and
+/// fsyncs it. `Ok(Sectors(0))` if the drive lists none (nothing changed).
+pub async fn rewrite_bad_sectors(fs: &SimFs, path: &Path) -> io::Result<Repaired> {
+    let bad = fs.bad_sectors(path);
+    if bad.is_empty() {
+        return Ok(Repaired::Sectors(0));
+    }
+    let file = retry(|| fs.open(path, OpenOptions::new().read(true).write(true))).await?;
+    for r in &bad {
+        let zeros = vec![0u8; (r.end - r.start) as usize];
+        retry(|| async { file.write_all_at(&zeros, r.start).await }).await?;
+    }
+    retry(|| file.sync_data()).await?;
+    Ok(Repaired::Sectors(bad.len()))
+}
+
+/// Renames `path` to `<path>.damaged` (or `.damaged-N` if taken) and
+/// fsyncs its directory.
+pub async fn move_aside(fs: &SimFs, path: &Path) -> io::Result<Repaired> {
+    let dir = path.parent().unwrap_or(Path::new("/"));
+    let name = path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let names = fs.list_dir(dir).unwrap_or_default();
+    let to = (0..)
+        .map(|n| {
+            if n == 0 {
+                format!("{name}.damaged")
+            } else {
+                format!("{name}.damaged-{n}")
+            }
+        })
+        .find(|c| !names.contains(c))
+        .map(|c| dir.join(c))
+        .unwrap_or_else(|| dir.join(format!("{name}.damaged")));
+    for _ in 0..MAX_TRIES {
+        let r = fs.rename(path, &to).await;
+        // A rename can fail after taking effect: look, do not trust the
+        // error.
+        if r.is_ok() || fs.inode_of(path).is_none() {
+            break;
+        }
+    }
+    if fs.inode_of(path).is_some() {
+        return Err(io::Error::other(format!("could not rename {}", path.display())));
+    }
+    retry(|| fs.sync_dir(dir)).await?;
+    Ok(Repaired::MovedTo(to))
+}
+
+/// Runs `op` until it succeeds, at most [`MAX_TRIES`] times.
+async fn retry<T, Fut, Op>(mut op: Op) -> io::Result<T>
+where
+    Op: FnMut() -> Fut,
+    Fut: std::future::Future<Output = io::Result<T>>,
+{
+    let mut last = None;
+    for _ in 0..MAX_TRIES {
+        match op().await {
+            Ok(v) => return Ok(v),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| io::Error::other("no attempt made")))
+}
