@@ -58,6 +58,9 @@ pub enum Mark {
     /// The operator moved a file with a damaged header (the meta file, an
     /// active segment) aside, so that an open could go on without it.
     FileMovedAside,
+    /// Two active segments (the older one's seal, a rename, was lost): the
+    /// operator gave the older one its sealed name, its frames verified.
+    SealedByHand,
     /// After the meta file was moved aside, the first index moved back or
     /// pruned records came back: the low-water mark was lost with it,
     /// excused once.

@@ -1193,6 +1193,11 @@ impl Oracle {
                 .map(|(i, r)| (*i, *r, false)),
         );
         for (idx, (id, k), durable) in required {
+            if idx >= cut {
+                // Durable, but the operator's repair cut the log before it.
+                self.must.remove(&idx);
+                continue;
+            }
             if idx < first {
                 // Pruned (the first index itself is checked against the
                 // prune targets by `check_scan`), by a prune through it that

@@ -13,6 +13,10 @@
 //! - [`move_aside`]: a file whose own header is bad (the meta file, or an
 //!   active segment whose header never became durable) is renamed to
 //!   `<name>.damaged`, which the WAL ignores, and kept for inspection.
+//! - [`seal_by_hand`]: two active segments, where the older one's seal
+//!   (a rename) was lost: if its frames, read and verified one by one from
+//!   its header, end exactly where the newer one begins, give it the sealed
+//!   name the lost rename would have given it. Otherwise change nothing.
 //!
 //! Every step goes through the faulty filesystem like any other process
 //! would, so each is retried a bounded number of times.
@@ -54,7 +58,9 @@ pub async fn rewrite_bad_sectors(fs: &SimFs, path: &Path) -> io::Result<Repaired
 /// fsyncs its directory.
 pub async fn move_aside(fs: &SimFs, path: &Path) -> io::Result<Repaired> {
     let dir = path.parent().unwrap_or(Path::new("/"));
-    let name = path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let name = path
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
     let names = fs.list_dir(dir).unwrap_or_default();
     let to = (0..)
         .map(|n| {
@@ -77,6 +83,69 @@ pub async fn move_aside(fs: &SimFs, path: &Path) -> io::Result<Repaired> {
     }
     if fs.inode_of(path).is_some() {
         return Err(io::Error::other(format!("could not rename {}", path.display())));
+    }
+    retry(|| fs.sync_dir(dir)).await?;
+    Ok(Repaired::MovedTo(to))
+}
+
+/// Seals the active segment at `path` by hand, if its valid frames end
+/// right before `next_first` (the newer active segment's first index):
+/// renames it to `{first}-{last}-{id}.wal` and fsyncs the directory.
+/// `Err` (nothing changed) if they do not; of kind `InvalidData` if its
+/// header is bad (then it never held a durable record: move it aside).
+pub async fn seal_by_hand(fs: &SimFs, path: &Path, next_first: u64) -> io::Result<Repaired> {
+    use wal::codec::{self, FrameKind, SegmentHeader};
+    let file = retry(|| fs.open(path, OpenOptions::new().read(true))).await?;
+    let len = retry(|| file.len()).await?;
+    let mut bytes = vec![0u8; len as usize];
+    let mut last_err = None;
+    for _ in 0..MAX_TRIES {
+        match file.read_exact_at(&mut bytes, 0).await {
+            Ok(()) => {
+                last_err = None;
+                break;
+            }
+            Err(e) => last_err = Some(e),
+        }
+    }
+    if let Some(e) = last_err {
+        return Err(e);
+    }
+    let bad = |why: &str| io::Error::other(format!("{}: {why}", path.display()));
+    let header = bytes
+        .get(..codec::SEGMENT_HEADER_BYTES)
+        .and_then(|h| SegmentHeader::decode(h).ok())
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("{}: bad header", path.display())))?;
+    let seed = header.frame_seed();
+    let mut off = codec::SEGMENT_HEADER_BYTES;
+    let mut last = None;
+    while let Some(rest) = bytes.get(off..) {
+        let Ok((h, _)) = codec::decode_frame(rest, seed) else {
+            break;
+        };
+        if matches!(h.kind, FrameKind::Record | FrameKind::BatchEnd) {
+            last = Some(h.index);
+        }
+        off += h.frame_len();
+    }
+    let last = last.ok_or_else(|| bad("no valid frame"))?;
+    if last.checked_add(1) != Some(next_first) || header.first_index > last {
+        return Err(bad(&format!(
+            "frames end at index {last}, the newer active segment starts at {next_first}"
+        )));
+    }
+    let to = path.with_file_name(format!(
+        "{:020}-{:020}-{:016x}.wal",
+        header.first_index, last, header.segment_id
+    ));
+    let dir = path.parent().unwrap_or(Path::new("/"));
+    for _ in 0..MAX_TRIES {
+        if fs.rename(path, &to).await.is_ok() || fs.inode_of(path).is_none() {
+            break;
+        }
+    }
+    if fs.inode_of(path).is_some() {
+        return Err(bad("could not rename"));
     }
     retry(|| fs.sync_dir(dir)).await?;
     Ok(Repaired::MovedTo(to))

@@ -187,8 +187,9 @@ struct Sim {
     /// on the instance that found the damage (it had stopped, or the
     /// truncation failed): the next open makes it before anything else.
     pending_cut: Option<u64>,
-    /// Repair attempts so far (bounded: a disk that keeps failing them
-    /// ends the run on reported damage).
+    /// Repair attempts for the damage being repaired (bounded: a disk that
+    /// keeps failing them ends the run on reported damage; reset when a
+    /// cut succeeds).
     cut_attempts: u32,
     /// SimFs trace position up to which faults after the effect were looked at.
     after_effect_seq: u64,
@@ -200,7 +201,8 @@ struct Sim {
     recovery_after_rename: bool,
     /// Why the run ended on reported damage (for the sweep's summary).
     end_why: String,
-    /// Operator's file repairs so far.
+    /// Operator's file repairs for the damage being repaired (reset like
+    /// `cut_attempts`).
     file_repairs: u32,
 }
 
@@ -220,6 +222,15 @@ fn read_error_path(e: &Error) -> Option<&std::path::Path> {
         Error::Stopped { cause } | Error::AppendFailed { cause } => read_error_path(cause),
         _ => None,
     }
+}
+
+/// A gap in the segment chain that a recovery reported ("... segment starts
+/// at X, expected Y" with X > Y): `(X, Y)`.
+fn gap_in_names(reason: &str) -> Option<(u64, u64)> {
+    let (_, rest) = reason.split_once("segment starts at ")?;
+    let (at, expected) = rest.split_once(", expected ")?;
+    let (at, expected) = (at.trim().parse::<u64>().ok()?, expected.trim().parse::<u64>().ok()?);
+    (at > expected).then_some((at, expected))
 }
 
 /// The first index of the segment (by name) that holds `index`.
@@ -545,6 +556,10 @@ impl Sim {
             self.last_first = first;
             self.wal = Some(wal);
             self.flushes_seen = 0;
+            // The log opened and scanned clean: the next damage gets a
+            // fresh repair budget.
+            self.cut_attempts = 0;
+            self.file_repairs = 0;
             return Reopened::Open(slots);
         }
         self.ctx
@@ -663,7 +678,8 @@ impl Sim {
                             // makes the cut first.
                             self.cut_attempts += 1;
                             if self.cut_attempts > MAX_REPAIR_ATTEMPTS {
-                                self.end_why = format!("scan at {pos}: {e}; {why}; repair failed {} times", self.cut_attempts);
+                                self.end_why =
+                                    format!("scan at {pos}: {e}; {why}; repair failed {} times", self.cut_attempts);
                                 self.end = Some(RunEnd::ReportedDamage);
                             }
                             self.pending_cut = Some(self.pending_cut.map_or(pos, |c| c.min(pos)));
@@ -755,7 +771,13 @@ impl Sim {
             .operator_cut(pos, "damage reported before the last open");
         let r = wal.truncate_from(pos).await;
         self.ctx.oracle().event(&format!("operator repair -> {r:?}"));
-        let Err(e) = r else { return true };
+        let Err(e) = r else {
+            // The budget is per episode of damage: a flaky disk that made
+            // this one hard does not leave the next without attempts.
+            self.cut_attempts = 0;
+            self.file_repairs = 0;
+            return true;
+        };
         self.cut_attempts += 1;
         if let Some(path) = read_error_path(&e) {
             // The cut must read an unreadable sector: rewrite it first (the
@@ -778,8 +800,9 @@ impl Sim {
     }
 
     /// The operator's repair of the file `e` names, whose damage the ledger
-    /// explained (`why`): rewrite its unreadable sectors, or move a meta
-    /// file or active segment with a bad header aside. Whether the
+    /// explained (`why`): rewrite its unreadable sectors, seal an older
+    /// active segment whose seal was lost, or move a meta file or active
+    /// segment with a bad header aside. Whether the
     /// directory changed (an open is worth trying again).
     async fn file_repair(&mut self, e: &Error, why: &str) -> bool {
         if self.file_repairs >= MAX_FILE_REPAIRS {
@@ -793,15 +816,79 @@ impl Sim {
                 None => return false,
             },
         };
-        let name = path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        let name = path
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
         if !fs.bad_sectors(&path).is_empty() {
             self.file_repairs += 1;
             let r = crate::repair::rewrite_bad_sectors(&fs, &path).await;
             let mut o = self.ctx.oracle();
-            o.event(&format!("operator repair: rewrite bad sectors of {name} for {why} -> {r:?}"));
+            o.event(&format!(
+                "operator repair: rewrite bad sectors of {name} for {why} -> {r:?}"
+            ));
             o.cov.mark(Mark::SectorsRewritten);
             o.cov.mark(Mark::DamageRepaired);
             return r.is_ok();
+        }
+        if let Some(older) = reason
+            .strip_prefix("two active segments: ")
+            .and_then(|r| r.split(" and ").next())
+            .filter(|o| *o != name)
+        {
+            // The older active segment's seal (a rename) was lost.
+            let next_first = name.split('-').next().and_then(|f| f.parse::<u64>().ok());
+            let Some(next_first) = next_first else { return false };
+            self.file_repairs += 1;
+            let older = path.with_file_name(older);
+            let r = crate::repair::seal_by_hand(&fs, &older, next_first).await;
+            self.ctx.oracle().event(&format!(
+                "operator repair: seal {} by hand for {why} -> {r:?}",
+                older.display()
+            ));
+            match r {
+                Ok(_) => {
+                    self.ctx.oracle().cov.mark(Mark::SealedByHand);
+                    self.ctx.oracle().cov.mark(Mark::DamageRepaired);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                    let r = crate::repair::move_aside(&fs, &older).await;
+                    let mut o = self.ctx.oracle();
+                    o.event(&format!("operator repair: move {} aside -> {r:?}", older.display()));
+                    if fs.inode_of(&older).is_none() {
+                        o.cov.mark(Mark::FileMovedAside);
+                        o.cov.mark(Mark::DamageRepaired);
+                    }
+                }
+                Err(_) => {}
+            }
+            return fs.inode_of(&older).is_none();
+        }
+        if let Some((at, expected)) = gap_in_names(reason) {
+            // A gap in the chain of segments (the records of a segment
+            // were lost to damage): cut the log at the gap, moving aside
+            // every segment from it on.
+            self.file_repairs += 1;
+            let dir = path.parent().unwrap_or(std::path::Path::new("/")).to_path_buf();
+            let names = fs.list_dir(&dir).unwrap_or_default();
+            // Records from the gap's end on are cut by request; those in
+            // the gap must each be explained by the ledger.
+            self.ctx
+                .oracle()
+                .operator_cut(at, &format!("{why} (gap from {expected} to {at})"));
+            for n in names.iter().filter(|n| is_segment_name(n)) {
+                if n.split('-')
+                    .next()
+                    .and_then(|f| f.parse::<u64>().ok())
+                    .is_some_and(|f| f >= at)
+                {
+                    let r = crate::repair::move_aside(&fs, &dir.join(n)).await;
+                    self.ctx
+                        .oracle()
+                        .event(&format!("operator repair: move {n} aside, past the gap -> {r:?}"));
+                }
+            }
+            self.ctx.oracle().cov.mark(Mark::FileMovedAside);
+            return true;
         }
         let is_meta = name == "meta";
         let bad_active_header = reason.starts_with("bad segment header") && name.contains("-active-");
