@@ -204,6 +204,8 @@ struct Sim {
     /// Operator's file repairs for the damage being repaired (reset like
     /// `cut_attempts`).
     file_repairs: u32,
+    /// Segment files left after the last failed repair cut (progress).
+    cut_segments: Option<usize>,
 }
 
 /// Whether `e` is, or was stopped by, a corruption report.
@@ -233,6 +235,18 @@ fn gap_in_names(reason: &str) -> Option<(u64, u64)> {
     (at > expected).then_some((at, expected))
 }
 
+/// An overlap in the segment chain that a recovery reported about segment
+/// `name` ("... segment starts at X, expected Y" with X < Y): `(X, id of
+/// name)`.
+fn overlap_in_names(reason: &str, name: &str) -> Option<(u64, u64)> {
+    let (_, rest) = reason.split_once("segment starts at ")?;
+    let (at, expected) = rest.split_once(", expected ")?;
+    let (at, expected) = (at.trim().parse::<u64>().ok()?, expected.trim().parse::<u64>().ok()?);
+    let id = name.trim_end_matches(".wal").rsplit('-').next()?;
+    let id = u64::from_str_radix(id, 16).ok()?;
+    (at < expected).then_some((at, id))
+}
+
 /// The first index of the segment (by name) that holds `index`.
 fn segment_first(names: &[String], index: u64) -> Option<u64> {
     names
@@ -243,7 +257,7 @@ fn segment_first(names: &[String], index: u64) -> Option<u64> {
 }
 
 /// Repair cuts tried before a run ends on reported damage.
-const MAX_REPAIR_ATTEMPTS: u32 = 8;
+const MAX_REPAIR_ATTEMPTS: u32 = 16;
 
 /// Operator's file repairs ([`crate::repair`]) before a run ends on
 /// reported damage.
@@ -286,6 +300,7 @@ async fn simulate(cfg: RunConfig, opener: Opener) -> (Oracle, u64, RunEnd, Vec<S
         recovery_after_rename: false,
         end_why: String::new(),
         file_repairs: 0,
+        cut_segments: None,
     };
     ctx.oracle()
         .event(&format!("start: {}", cfg.to_string().replace('\n', " |")));
@@ -560,6 +575,7 @@ impl Sim {
             // fresh repair budget.
             self.cut_attempts = 0;
             self.file_repairs = 0;
+            self.cut_segments = None;
             return Reopened::Open(slots);
         }
         self.ctx
@@ -776,9 +792,20 @@ impl Sim {
             // this one hard does not leave the next without attempts.
             self.cut_attempts = 0;
             self.file_repairs = 0;
+            self.cut_segments = None;
             return true;
         };
-        self.cut_attempts += 1;
+        // A truncation that removes many segments on a flaky disk fails
+        // often but makes progress (it removes from the end): only an
+        // attempt that removed nothing counts against the budget.
+        let segments = self
+            .ctx
+            .fs
+            .list_dir(&self.ctx.dir)
+            .map_or(0, |n| n.iter().filter(|n| is_segment_name(n)).count());
+        if self.cut_segments.replace(segments).is_none_or(|before| segments >= before) {
+            self.cut_attempts += 1;
+        }
         if let Some(path) = read_error_path(&e) {
             // The cut must read an unreadable sector: rewrite it first (the
             // next attempt then meets the zeros as corruption).
@@ -888,6 +915,38 @@ impl Sim {
                 }
             }
             self.ctx.oracle().cov.mark(Mark::FileMovedAside);
+            return true;
+        }
+        if let Some((at, err_id)) = overlap_in_names(reason, &name) {
+            // Segments overlap: one that a removal (a truncation's, a
+            // prune's) had taken away came back when the removal was lost.
+            // Segment ids only grow, so the older of the overlapping files
+            // is the leftover: move aside every segment with a lower id
+            // that reaches index `at`.
+            let dir = path.parent().unwrap_or(std::path::Path::new("/")).to_path_buf();
+            let names = fs.list_dir(&dir).unwrap_or_default();
+            let stale: Vec<&String> = names
+                .iter()
+                .filter(|n| {
+                    let mut p = n.trim_end_matches(".wal").split('-');
+                    let (_, last, id) = (p.next(), p.next(), p.next());
+                    let last = last.and_then(|l| l.parse::<u64>().ok());
+                    let id = id.and_then(|i| u64::from_str_radix(i, 16).ok());
+                    is_segment_name(n) && last.is_some_and(|l| l >= at) && id.is_some_and(|i| i < err_id)
+                })
+                .collect();
+            if stale.is_empty() {
+                return false;
+            }
+            self.file_repairs += 1;
+            for n in stale {
+                let r = crate::repair::move_aside(&fs, &dir.join(n)).await;
+                self.ctx
+                    .oracle()
+                    .event(&format!("operator repair: move {n} aside, overlapped by a newer segment -> {r:?}"));
+            }
+            self.ctx.oracle().cov.mark(Mark::FileMovedAside);
+            self.ctx.oracle().cov.mark(Mark::DamageRepaired);
             return true;
         }
         let is_meta = name == "meta";
