@@ -410,6 +410,7 @@ impl Sim {
         let cfg = self.ctx.cfg.clone();
         let mut mode = cfg.recovery_mode;
         let mut io_errors = 0;
+        let mut stuck_read = None;
         for _ in 0..60 {
             let mut opts = cfg.options(RunConfig::madsim_sleeper());
             opts.recovery_mode = mode;
@@ -485,7 +486,16 @@ impl Sim {
                 Err(e @ Error::Io { .. }) => {
                     self.ctx.oracle().event(&format!("open -> Err({e})"));
                     io_errors += 1;
+                    // The streak's read errors of unreadable sectors are the
+                    // ones that make it a streak; the last error of it may be
+                    // a transient one of another operation.
+                    if read_error_path(&e).is_some_and(|p| !self.ctx.fs.bad_sectors(p).is_empty()) {
+                        stuck_read = Some(e);
+                    } else if io_errors > 20 {
+                        stuck_read.get_or_insert(e);
+                    }
                     if io_errors > 20 {
+                        let Some(e) = stuck_read.take() else { continue };
                         let explained = self.ctx.oracle().explain_error(&e);
                         if let Some(why) = &explained {
                             if self.file_repair(&e, why).await {
