@@ -140,6 +140,9 @@ pub struct Oracle {
     layout: Layout,
     /// SimFs's count of lying and failed syncs at the last layout snapshot.
     claims_seen: u64,
+    /// A claim was broken (see `snapshot_after_claims`) since the last
+    /// crash.
+    claims_since_crash: bool,
     /// Where an operator repair cut the log just recovered, until
     /// [`Oracle::after_recovery`] takes it into account.
     operator_cut: Option<u64>,
@@ -228,6 +231,7 @@ impl Oracle {
             dir: std::path::PathBuf::new(),
             layout: Layout::default(),
             claims_seen: 0,
+            claims_since_crash: false,
             operator_cut: None,
             crash_seq: None,
             undone_by_lie: false,
@@ -1388,6 +1392,7 @@ impl Oracle {
     /// Records which valid frames a crash left (call right after it): the
     /// proof recovery had in hand.
     pub fn snapshot_after_crash(&mut self) {
+        self.claims_since_crash = false;
         if let Some(fs) = &self.fs {
             self.layout.snapshot_after_crash(fs, &self.dir);
         }
@@ -1411,7 +1416,14 @@ impl Oracle {
         .iter()
         .map(|k| c.get(*k))
         .sum::<u64>();
-        if claims != self.claims_seen {
+        // Once a claim was broken, the durable image and the page cache
+        // disagree until the next crash: every acknowledgement until then
+        // is looked at, since a failed sync may revert the page cache to
+        // that image before the crash (seed 7000845: a batch acknowledged
+        // after a misdirected write, its commit frame reverted away by a
+        // btrfs sync failure, never seen by a snapshot).
+        if claims != self.claims_seen || (self.claims_since_crash && self.revert_on_sync_fail) {
+            self.claims_since_crash |= claims != self.claims_seen;
             self.claims_seen = claims;
             self.layout.snapshot(fs, &self.dir);
         }

@@ -681,6 +681,12 @@ impl<F: Fs> Writer<F> {
         match step {
             Ok(()) => Ok(()),
             Err(GroupError::Abort(e)) => {
+                // A step that stopped the WAL on its way (a best-effort meta
+                // write whose outcome is unknown) leaves nothing to retry:
+                // report the stop, as every call after it does (seed 500072:
+                // truncate_from returned Ok on a stopped WAL). The cut
+                // itself is durable.
+                inner.state().check_usable()?;
                 warn!(error = %e, "rotation after a truncation failed; the next append retries");
                 Ok(())
             }

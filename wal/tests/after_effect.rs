@@ -80,3 +80,49 @@ fn a_partial_prune_whose_meta_rename_fails_after_taking_effect_loses_nothing_abo
         }
     });
 }
+
+/// A truncation that cuts whole segments creates the next active segment
+/// afterwards; when that creation fails, its best-effort meta update may
+/// stop the WAL (a rename that failed after taking effect). The truncation
+/// must then say so: `Ok` from a stopped WAL would tell the caller it may go
+/// on appending (seed 500072 of the simulation). Over many seeds of random
+/// write and rename faults, `truncate_from` never returns `Ok` on a stopped
+/// WAL, and the case that needs the check is reached.
+#[test]
+fn a_truncation_never_returns_ok_from_a_stopped_wal() {
+    block_on(async {
+        let opts = Options {
+            segment_max_records: 4,
+            ..Options::default()
+        };
+        let mut stopped_after_cut = 0;
+        for seed in 0..400u64 {
+            let fs = SimFs::new(seed);
+            let wal = open(&fs, opts.clone()).await.unwrap();
+            for i in 0..16u64 {
+                assert_eq!(wal.append(payload(i, 40)).await.unwrap(), i);
+            }
+            fs.set_faults(FaultConfig {
+                eio_write: 0.3,
+                eio_rename_after_effect: 0.5,
+                ..FaultConfig::none()
+            });
+            // 8 is the first index of a segment: the cut removes whole
+            // segments and the next append needs a new active one.
+            let r = wal.truncate_from(8).await;
+            fs.set_faults(FaultConfig::none());
+            if r.is_ok() {
+                assert!(wal.stopped().is_none(), "seed {seed}: Ok from a stopped WAL");
+                continue;
+            }
+            drop(wal);
+            let wal = open(&fs, opts.clone()).await.unwrap();
+            if wal.next_index() == 8 {
+                // The cut was done and durable, and the call reported the
+                // stop that followed it.
+                stopped_after_cut += 1;
+            }
+        }
+        assert!(stopped_after_cut > 0, "no seed stopped the WAL after a durable cut");
+    });
+}
