@@ -149,6 +149,8 @@ pub struct Oracle {
     /// SimFs trace position of the first crash since the last successful
     /// recovery (`None` before one).
     crash_seq: Option<u64>,
+    /// SimFs trace position at the end of the last recovery check.
+    recovery_seq: u64,
     /// A power loss undid directory operations or file sizes that a lying
     /// (or late-failing) sync had claimed durable (evidence from SimFs's
     /// counters: the lie and the loss both happened). Allows the first index
@@ -234,6 +236,7 @@ impl Oracle {
             claims_since_crash: false,
             operator_cut: None,
             crash_seq: None,
+            recovery_seq: 0,
             undone_by_lie: false,
             meta_lost: None,
             eio_read: cfg.on(FaultClass::EioRead)
@@ -696,7 +699,13 @@ impl Oracle {
     pub fn check_scan(&mut self, first: u64, next: u64, entries: &[(u64, Vec<u8>)]) -> Option<Vec<Slot>> {
         self.cov.checks.scans += 1;
         let before = self.violations.len();
-        if first > self.first_hi {
+        if first > self.first_hi && self.dir_op_lost_since_recovery() {
+            // A lost directory entry (a segment's creation or a compaction
+            // output's rename, claimed by a lying sync) took the oldest
+            // records with it: each durable one below `first` must still be
+            // explained by the ledger (`after_recovery`).
+            self.cov.mark(Mark::UndoneByLyingSync);
+        } else if first > self.first_hi {
             self.violation(format!(
                 "first index {first} is above every prune target and snapshot index ({}; configured first {})",
                 self.first_hi, self.first_index
@@ -740,6 +749,14 @@ impl Oracle {
                         }
                         let gone = self.attempts.get(id).is_some_and(|a| k >= a.gone_from);
                         if gone && self.undone_by_lie && self.lifecycle_used {
+                            self.cov.mark(Mark::UndoneByLyingSync);
+                        } else if gone
+                            && (self.cut_undone(*idx, self.recovery_seq).is_some() || self.dir_op_lost_since_recovery())
+                        {
+                            // A truncation's cut (a claimed file length, or
+                            // the rename of its rewritten copy) that a lying
+                            // sync did not persist: the ledger shows it lost
+                            // since the last recovery (seed 1001258).
                             self.cov.mark(Mark::UndoneByLyingSync);
                         } else if gone && self.meta_lost.is_some_and(|lo| *idx < lo) {
                             // Pruned, but its segment was still there when
@@ -1211,7 +1228,16 @@ impl Oracle {
                 self.must.remove(&idx);
                 let started = self.attempts.get(id).map_or(0, |a| a.start);
                 let pruned = self.prunes.iter().any(|&(k, _, end)| k >= idx && end >= started);
-                if durable && !pruned {
+                let lost = (durable && !pruned)
+                    .then(|| self.explain_loss(idx, id, mode == wal::RecoveryMode::PointInTime))
+                    .flatten();
+                if let Some(why) = lost {
+                    self.cov.checks.lost_to_damage += 1;
+                    self.cov.mark(Mark::LostToRecordedDamage);
+                    self.event(&format!(
+                        "durable record #{id}[{k}] at index {idx}, below the first index, lost to {why}"
+                    ));
+                } else if durable && !pruned {
                     self.violation(format!(
                         "durable record #{id}[{k}] at index {idx} is below the recovered first index {first}, but every prune through it returned before its append started"
                     ));
@@ -1294,10 +1320,18 @@ impl Oracle {
         self.first_hi = first.max(self.first_lo);
         self.undone_by_lie = false;
         self.crash_seq = None;
+        self.recovery_seq = self.fs.as_ref().map_or(0, SimFs::next_seq);
         // Acknowledged records seen now were synced by recovery: they must stay.
         self.must.retain(|i, _| *i < next && *i >= first);
         for (j, s) in slots.iter().enumerate() {
             if let Slot::Rec(id, k) = *s {
+                // A failed append's record that `check_scan` accepted (the
+                // ledger showed its cut-back undone) is part of the log from
+                // this recovery on, like any record of unknown outcome: a
+                // later scan must not take it for new (seed 500779).
+                if let Some(a) = self.attempts.get_mut(id).filter(|a| a.outcome == Outcome::Failed) {
+                    a.outcome = Outcome::Unknown;
+                }
                 if matches!(self.attempts.get(id).map(|a| a.outcome), Some(Outcome::Acked(_))) {
                     self.must.insert(first + j as u64, (id, k));
                 }
@@ -1436,6 +1470,22 @@ impl Oracle {
     pub fn note_undone_by_lie(&mut self) {
         self.event("a power loss undid directory operations a lying sync had claimed durable");
         self.undone_by_lie = true;
+    }
+
+    /// Whether the ledger shows a directory entry of the log's directory,
+    /// made since the last recovery, lost by a power loss.
+    fn dir_op_lost_since_recovery(&self) -> bool {
+        let Some(fs) = &self.fs else { return false };
+        let since = self.recovery_seq;
+        let dir = self.dir.to_string_lossy().into_owned();
+        fs.damage_since(since).iter().any(|d| {
+            d.kind == simfs::DamageKind::UnpersistedDirOp
+                && d.path
+                    .as_deref()
+                    .and_then(|p| p.rsplit_once('/'))
+                    .map(|(parent, _)| parent)
+                    == Some(dir.as_str())
+        })
     }
 
     /// The operator moved the damaged meta file aside, for the damage

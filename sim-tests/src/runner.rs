@@ -813,7 +813,11 @@ impl Sim {
             .fs
             .list_dir(&self.ctx.dir)
             .map_or(0, |n| n.iter().filter(|n| is_segment_name(n)).count());
-        if self.cut_segments.replace(segments).is_none_or(|before| segments >= before) {
+        if self
+            .cut_segments
+            .replace(segments)
+            .is_none_or(|before| segments >= before)
+        {
             self.cut_attempts += 1;
         }
         if let Some(path) = read_error_path(&e) {
@@ -951,9 +955,9 @@ impl Sim {
             self.file_repairs += 1;
             for n in stale {
                 let r = crate::repair::move_aside(&fs, &dir.join(n)).await;
-                self.ctx
-                    .oracle()
-                    .event(&format!("operator repair: move {n} aside, overlapped by a newer segment -> {r:?}"));
+                self.ctx.oracle().event(&format!(
+                    "operator repair: move {n} aside, overlapped by a newer segment -> {r:?}"
+                ));
             }
             self.ctx.oracle().cov.mark(Mark::FileMovedAside);
             self.ctx.oracle().cov.mark(Mark::DamageRepaired);
