@@ -66,6 +66,11 @@ pub struct Layout {
     /// durable.
     /// (`index` is `None` for padding.)
     after_crash: BTreeMap<u64, Vec<(u64, Option<u64>, u64)>>,
+    /// Per inode, the last parse: the content version it parsed
+    /// ([`SimFs::content_version`]), the sealed-name limit it applied, and
+    /// the records it found. An unchanged file is not copied or parsed
+    /// again (the sweep's costliest check, measured).
+    parsed: BTreeMap<u64, (u64, Option<u64>, Vec<(u64, RecordLoc)>)>,
 }
 
 /// Damage that can destroy bytes a sync had made (or claimed to make)
@@ -109,10 +114,26 @@ impl Layout {
         let names = fs.list_dir(dir).unwrap_or_default();
         for name in names.iter().filter(|n| n.ends_with(".wal")) {
             let path = dir.join(name);
-            let (Some(ino), Some(bytes)) = (fs.inode_of(&path), fs.volatile_content(&path)) else {
+            let (Some(ino), Some(version)) = (fs.inode_of(&path), fs.content_version(&path)) else {
                 continue;
             };
-            self.parse(ino, &bytes, sealed_last(name));
+            let last = sealed_last(name);
+            if let Some((v, l, records)) = self.parsed.get(&ino) {
+                if (*v, *l) == (version, last) {
+                    // Unchanged since the last parse: its records are where
+                    // they were (re-inserted: a later file in name order
+                    // wins, as if parsed again).
+                    for (index, loc) in records {
+                        self.by_index.insert(*index, *loc);
+                    }
+                    continue;
+                }
+            }
+            let Some(bytes) = fs.volatile_content(&path) else {
+                continue;
+            };
+            let records = self.parse(ino, &bytes, last);
+            self.parsed.insert(ino, (version, last, records));
         }
     }
 
@@ -168,12 +189,14 @@ impl Layout {
     /// Parses one segment image. `last`: a sealed segment's last index
     /// from its name; frames past it are not part of the log (a truncation
     /// seals by name and leaves their bytes in place).
-    fn parse(&mut self, ino: u64, bytes: &[u8], last: Option<u64>) {
+    /// Returns the records found, in the order inserted.
+    fn parse(&mut self, ino: u64, bytes: &[u8], last: Option<u64>) -> Vec<(u64, RecordLoc)> {
+        let mut found = Vec::new();
         let Some(head) = bytes.get(..codec::SEGMENT_HEADER_BYTES) else {
-            return;
+            return found;
         };
         let Ok(header) = SegmentHeader::decode(head) else {
-            return;
+            return found;
         };
         let seed = header.frame_seed();
         let frames = self.frames.entry(ino).or_default();
@@ -197,21 +220,21 @@ impl Layout {
                 FrameKind::Record | FrameKind::BatchEnd => {
                     batch.push((h.index, start, h.durable_next));
                     for (index, s, durable_next) in batch.drain(..) {
-                        self.by_index.insert(
-                            index,
-                            RecordLoc {
-                                ino,
-                                start: s,
-                                commit_end: end,
-                                durable_next,
-                            },
-                        );
+                        let loc = RecordLoc {
+                            ino,
+                            start: s,
+                            commit_end: end,
+                            durable_next,
+                        };
+                        self.by_index.insert(index, loc);
+                        found.push((index, loc));
                         frames.insert(s, end);
                     }
                 }
             }
             off += h.frame_len();
         }
+        found
     }
 
     /// Where record `index` was at the last snapshot that saw it.

@@ -8,17 +8,44 @@
 //! `set_len` extension costs nothing.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Source of content versions: unique across every image of every SimFs in
+/// the process, so equal versions mean equal content even after an image
+/// is replaced by a clone of another. Only compared for equality by
+/// inspection callers (a cache); never part of the simulation.
+static VERSIONS: AtomicU64 = AtomicU64::new(1);
 
 /// A sparse byte image of one file.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct Image {
-    /// The length in bytes.
+    /// The length in bytes. Changed only through the methods below.
     pub(crate) len: u64,
     /// Page index -> page bytes (`unit` bytes each). A missing page is zeros.
     pages: BTreeMap<u64, Box<[u8]>>,
+    /// Changes (to a value no image had before) on every change of the
+    /// content; 0 for an image never written.
+    version: u64,
 }
 
+impl PartialEq for Image {
+    fn eq(&self, other: &Image) -> bool {
+        self.len == other.len && self.pages == other.pages
+    }
+}
+
+impl Eq for Image {}
+
 impl Image {
+    /// The content version: equal versions mean equal content.
+    pub(crate) fn version(&self) -> u64 {
+        self.version
+    }
+
+    fn touch(&mut self) {
+        self.version = VERSIONS.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Copies `[offset, offset + buf.len())` into `buf`, stopping at `len`.
     /// Returns the number of bytes copied.
     pub(crate) fn read(&self, unit: u64, offset: u64, buf: &mut [u8]) -> usize {
@@ -43,6 +70,7 @@ impl Image {
 
     /// Writes `data` at `offset`, extending `len` if needed.
     pub(crate) fn write(&mut self, unit: u64, offset: u64, data: &[u8]) {
+        self.touch();
         let mut done = 0usize;
         while done < data.len() {
             let pos = offset + done as u64;
@@ -59,6 +87,7 @@ impl Image {
     /// Sets the length: cutting drops whole pages and zeroes the tail of the
     /// last one; extending only changes `len` (the new bytes read as zeros).
     pub(crate) fn set_len(&mut self, unit: u64, len: u64) {
+        self.touch();
         if len < self.len {
             let keep = len.div_ceil(unit);
             let _ = self.pages.split_off(&keep);
@@ -78,6 +107,7 @@ impl Image {
 
     /// The page at `idx`, created zeroed if missing.
     pub(crate) fn page_mut(&mut self, unit: u64, idx: u64) -> &mut [u8] {
+        self.touch();
         self.pages
             .entry(idx)
             .or_insert_with(|| vec![0u8; unit as usize].into_boxed_slice())
@@ -86,6 +116,7 @@ impl Image {
     /// Replaces page `idx` with `src` (None: zeros), keeping the invariant:
     /// nothing is stored at or past `len`.
     pub(crate) fn put_page(&mut self, unit: u64, idx: u64, src: Option<&[u8]>) {
+        self.touch();
         let start = idx.saturating_mul(unit);
         if start >= self.len {
             self.pages.remove(&idx);

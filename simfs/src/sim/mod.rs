@@ -274,6 +274,31 @@ impl SimFs {
         self.content(path, View::Live)
     }
 
+    /// A version of the live content (page cache) of the file at `path`:
+    /// it changes whenever that content changes, so two equal answers mean
+    /// equal bytes (a cache of parsed content can skip the copy). Only
+    /// equality is meaningful.
+    ///
+    /// ```
+    /// use simfs::{File, Fs, OpenOptions, SimFs};
+    /// use std::path::Path;
+    /// futures::executor::block_on(async {
+    ///     let fs = SimFs::new(1);
+    ///     let p = Path::new("/f");
+    ///     let f = fs.open(p, OpenOptions::new().write(true).create(true)).await.unwrap();
+    ///     let v0 = fs.content_version(p);
+    ///     assert_eq!(fs.content_version(p), v0);
+    ///     f.write_all_at(b"x", 0).await.unwrap();
+    ///     assert_ne!(fs.content_version(p), v0);
+    /// });
+    /// ```
+    pub fn content_version(&self, path: &Path) -> Option<u64> {
+        let st = self.lock();
+        let comps = State::components(path).ok()?;
+        let ino = st.resolve(&comps, View::Live).ok()?;
+        Some(st.file(ino)?.vol.version())
+    }
+
     fn content(&self, path: &Path, view: View) -> Option<Vec<u8>> {
         let st = self.lock();
         let comps = State::components(path).ok()?;
