@@ -71,6 +71,9 @@ pub struct Layout {
     /// the records it found. An unchanged file is not copied or parsed
     /// again (the sweep's costliest check, measured).
     parsed: BTreeMap<u64, (u64, Option<u64>, Vec<(u64, RecordLoc)>)>,
+    /// `(inode, version, sealed limit)` of every file the last snapshot
+    /// looked at, in order: if nothing changed, neither can the layout.
+    last_seen: Vec<(u64, u64, Option<u64>)>,
 }
 
 /// Damage that can destroy bytes a sync had made (or claimed to make)
@@ -112,12 +115,23 @@ impl Layout {
     /// WAL, whose own list may be empty (closed) or wrong (a bug).
     pub fn snapshot(&mut self, fs: &SimFs, dir: &Path) {
         let names = fs.list_dir(dir).unwrap_or_default();
-        for name in names.iter().filter(|n| n.ends_with(".wal")) {
-            let path = dir.join(name);
-            let (Some(ino), Some(version)) = (fs.inode_of(&path), fs.content_version(&path)) else {
-                continue;
-            };
-            let last = sealed_last(name);
+        let files: Vec<(String, u64, u64, Option<u64>)> = names
+            .into_iter()
+            .filter(|n| n.ends_with(".wal"))
+            .filter_map(|n| {
+                let path = dir.join(&n);
+                let (ino, version) = (fs.inode_of(&path)?, fs.content_version(&path)?);
+                let last = sealed_last(&n);
+                Some((n, ino, version, last))
+            })
+            .collect();
+        let seen: Vec<(u64, u64, Option<u64>)> = files.iter().map(|f| (f.1, f.2, f.3)).collect();
+        if seen == self.last_seen {
+            return;
+        }
+        self.last_seen = seen;
+        for (name, ino, version, last) in files {
+            let path = dir.join(&name);
             if let Some((v, l, records)) = self.parsed.get(&ino) {
                 if (*v, *l) == (version, last) {
                     // Unchanged since the last parse: its records are where

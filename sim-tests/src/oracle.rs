@@ -666,7 +666,7 @@ impl Oracle {
                     return Err(format!("index {index}: unknown attempt #{id}"));
                 };
                 let len = a.records.get(k).map_or(0, |r| r.1);
-                if p.len() != len || payload::make(key.0, key.1, len) != p {
+                if p.len() != len || !payload::matches(key.0, key.1, p) {
                     return Err(format!("index {index}: record #{id}[{k}] has wrong bytes"));
                 }
                 match a.outcome {
