@@ -1105,6 +1105,15 @@ impl Oracle {
         }
     }
 
+    /// Before a crash that SimFs itself will fire (a crash plan armed on
+    /// an open): damage the crash records is "since the crash", as for a
+    /// crash [`Oracle::crashed`] is told about before it happens.
+    pub fn crash_coming(&mut self) {
+        if self.crash_seq.is_none() {
+            self.crash_seq = Some(self.fs.as_ref().map_or(0, SimFs::next_seq));
+        }
+    }
+
     /// A crash: pending attempts become unknown. Returns the records that
     /// must survive it beyond the durable ones: under a process crash, all
     /// acknowledged records of a WAL that had not stopped.
