@@ -974,10 +974,16 @@ impl Sim {
         }
         if cfg.crashes() && self.pct(cfg.crash_pct) {
             if self.crash_after_step() {
-                // After one of the round's first writes and cuts (a round
-                // makes about one per append).
+                // After the round's first write or cut (a third of the
+                // time: after a reopen, the first step after recovery's
+                // own), or one of its first others (a round makes about
+                // one per append).
                 let ops = u64::from(cfg.ops_per_writer) * u64::from(cfg.writers.min(8));
-                let skip = self.rng.random_range(0..=ops / 2);
+                let skip = if self.pct(33) {
+                    0
+                } else {
+                    self.rng.random_range(0..=ops / 2)
+                };
                 self.pause_after_step(&handles, skip).await;
             } else {
                 let span = u64::from(cfg.ops_per_writer) * cfg.latency_us.1 * 6;
