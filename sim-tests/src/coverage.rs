@@ -117,7 +117,7 @@ pub enum Mark {
 
 impl Mark {
     /// The marks every default sweep must reach.
-    pub const REQUIRED: [Mark; 27] = [
+    pub const REQUIRED: [Mark; 30] = [
         Mark::PruneDone,
         Mark::FullPrune,
         Mark::SnapshotInstall,
@@ -145,6 +145,9 @@ impl Mark {
         Mark::SegmentRenameTookEffect,
         Mark::RecoveredAfterRenameTookEffect,
         Mark::StoppedAfterEffect,
+        Mark::CrashAfterStep,
+        Mark::RecoveryStepPass,
+        Mark::RecoveryStepCrashes,
     ];
 }
 
