@@ -60,11 +60,21 @@ pub enum FaultClass {
     /// persist everything and report EIO (each at its own probability,
     /// [`RunConfig::after_effect`]).
     AfterEffect,
+    /// A share ([`RunConfig::step_crash_pct`]) of the crashes of rounds and
+    /// lifecycle operations is placed right after a durability step: the
+    /// machine stops after a successful write or `set_len` of a segment or
+    /// meta file, before the fsync that follows (SimFs's
+    /// `pause_after_next`), and crashes there.
+    CrashAfterStep,
+    /// At one reopen after a crash ([`RunConfig::step_pass_reopen`]), the
+    /// open is crashed after its 1st filesystem operation, reopened and
+    /// crashed after its 2nd, ..., until an open completes.
+    RecoveryStepCrashes,
 }
 
 impl FaultClass {
     /// Every class, in bit order.
-    pub const ALL: [FaultClass; 20] = [
+    pub const ALL: [FaultClass; 22] = [
         FaultClass::EnospcWrite,
         FaultClass::EnospcMetadata,
         FaultClass::EioRead,
@@ -85,6 +95,8 @@ impl FaultClass {
         FaultClass::PowerLoss,
         FaultClass::CrashDuringOpen,
         FaultClass::AfterEffect,
+        FaultClass::CrashAfterStep,
+        FaultClass::RecoveryStepCrashes,
     ];
 
     /// This class's bit.
@@ -348,6 +360,12 @@ pub struct RunConfig {
     /// (write, set_len, rename, remove, create, sync), whether or not the
     /// class is on; `faults` holds them only when it is.
     pub after_effect: [f64; 6],
+    /// Per cent of crashes placed right after a durability step (with
+    /// [`FaultClass::CrashAfterStep`]).
+    pub step_crash_pct: u32,
+    /// The reopen after a crash (1st, 2nd, ...) that runs the recovery
+    /// step pass (with [`FaultClass::RecoveryStepCrashes`]).
+    pub step_pass_reopen: u32,
 }
 
 /// Per kind of [`FaultClass::AfterEffect`]: (lowest, highest) probability.
@@ -542,6 +560,16 @@ impl RunConfig {
         if after_effect_on {
             mask |= FaultClass::AfterEffect.bit();
         }
+        // Crash placement after durability steps, and the recovery step
+        // pass (drawn last, for the same reason).
+        if rng.random_bool(0.5) {
+            mask |= FaultClass::CrashAfterStep.bit();
+        }
+        let step_crash_pct = rng.random_range(30..=80);
+        if rng.random_bool(0.12) {
+            mask |= FaultClass::RecoveryStepCrashes.bit();
+        }
+        let step_pass_reopen = rng.random_range(1..=3);
 
         // Overrides.
         if let Some(extra) = ov.force {
@@ -618,6 +646,8 @@ impl RunConfig {
             compaction,
             write_buffer_bytes,
             after_effect,
+            step_crash_pct,
+            step_pass_reopen,
         }
     }
 
@@ -724,6 +754,22 @@ impl fmt::Display for RunConfig {
             self.close_pct,
             self.solo_pct
         )?;
+        if self.on(FaultClass::CrashAfterStep) || self.on(FaultClass::RecoveryStepCrashes) {
+            writeln!(
+                f,
+                "  crashes after a durability step {}%  recovery step pass at reopen {}",
+                if self.on(FaultClass::CrashAfterStep) {
+                    self.step_crash_pct
+                } else {
+                    0
+                },
+                if self.on(FaultClass::RecoveryStepCrashes) {
+                    self.step_pass_reopen.to_string()
+                } else {
+                    "-".into()
+                }
+            )?;
+        }
         writeln!(f, "  mix {:?}", self.mix)?;
         writeln!(f, "  lifecycle {:?}  compaction {:?}", self.lifecycle, self.compaction)?;
         write!(f, "  faults on (mask 0x{:x}):", self.mask)?;

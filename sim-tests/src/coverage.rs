@@ -115,11 +115,22 @@ pub enum Mark {
     /// The WAL stopped after an operation that took effect and then failed
     /// (a rename, remove, create, write, `set_len` or fsync).
     StoppedAfterEffect,
+    /// A crash placed right after a durability step (a write or `set_len`
+    /// of a segment or meta file), before the fsync that follows.
+    CrashAfterStep,
+    /// ... of which right after a `set_len` (a cut).
+    CrashAfterCut,
+    /// A recovery step pass ran (the open crashed at its 1st, 2nd, ...
+    /// operation until one completed).
+    RecoveryStepPass,
+    /// Crashes of the recovery step passes (steps per pass: this over
+    /// `RecoveryStepPass`).
+    RecoveryStepCrashes,
 }
 
 impl Mark {
     /// The marks every default sweep must reach.
-    pub const REQUIRED: [Mark; 27] = [
+    pub const REQUIRED: [Mark; 30] = [
         Mark::PruneDone,
         Mark::FullPrune,
         Mark::SnapshotInstall,
@@ -147,6 +158,9 @@ impl Mark {
         Mark::SegmentRenameTookEffect,
         Mark::RecoveredAfterRenameTookEffect,
         Mark::StoppedAfterEffect,
+        Mark::CrashAfterStep,
+        Mark::RecoveryStepPass,
+        Mark::RecoveryStepCrashes,
     ];
 }
 

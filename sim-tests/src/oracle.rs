@@ -1140,6 +1140,15 @@ impl Oracle {
         }
     }
 
+    /// Before a crash that SimFs itself will fire (a crash plan armed on
+    /// an open): damage the crash records is "since the crash", as for a
+    /// crash [`Oracle::crashed`] is told about before it happens.
+    pub fn crash_coming(&mut self) {
+        if self.crash_seq.is_none() {
+            self.crash_seq = Some(self.fs.as_ref().map_or(0, SimFs::next_seq));
+        }
+    }
+
     /// A crash: pending attempts become unknown. Returns the records that
     /// must survive it beyond the durable ones: under a process crash, all
     /// acknowledged records of a WAL that had not stopped.
@@ -1289,7 +1298,14 @@ impl Oracle {
                 *e = (*e).max(k + 1);
             }
         }
+        let resurrection_excused = self.meta_lost.is_some() || self.undone_by_lie;
         for (id, a) in self.attempts.iter_mut().enumerate() {
+            // Records back under a once-excused loss of the low-water mark
+            // (or of what a lying sync claimed) are part of the log again
+            // from this recovery on (seed 435).
+            if resurrection_excused && present.contains_key(&id) {
+                a.gone_from = a.records.len();
+            }
             let in_play = matches!(a.outcome, Outcome::Unknown | Outcome::Acked(_));
             let identifiable = a.records.iter().any(|r| r.1 > 0);
             // An interrupted truncation that did not happen cuts nothing:

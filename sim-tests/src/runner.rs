@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use simfs::{CrashKind, FaultKind, SimFs, SyncFailureProfile};
+use simfs::{CrashKind, FaultKind, OpMatch, SimFs, SyncFailureProfile, TraceEvent};
 use wal::{Error, RecoveryMode};
 
 use crate::api::{real_opener, LogApi, Opener};
@@ -206,6 +206,44 @@ struct Sim {
     file_repairs: u32,
     /// Segment files left after the last failed repair cut (progress).
     cut_segments: Option<usize>,
+    /// A crash since the last successful open.
+    crashed_since_open: bool,
+    /// Reopens that followed a crash so far.
+    crash_reopens: u32,
+    /// The recovery step pass ran (once per run at most).
+    step_pass_done: bool,
+}
+
+/// The recovery step pass in progress at one reopen: the next open is
+/// crashed at its `at`-th operation.
+struct StepPass {
+    at: u64,
+    crashes: u64,
+}
+
+/// Most crashes of one recovery step pass.
+const MAX_STEP_CRASHES: u64 = 256;
+
+/// Crash points of a recovery step pass after this many consecutive steps
+/// are sampled, further and further apart.
+const CONSECUTIVE_STEPS: u64 = 128;
+
+/// Whether the recovery step pass may lose power under torn garbage
+/// (`SIM_STEP_PASS_G16=1`): off by default, as that finds the open engine
+/// hazard G16 (see `docs/SIMULATION.md`, "Known WAL bugs").
+pub fn step_pass_g16() -> bool {
+    std::env::var("SIM_STEP_PASS_G16").is_ok_and(|v| v == "1")
+}
+
+/// The durability steps a crash can be placed right after: a successful
+/// write or `set_len` of a segment (or its temporary file) or of the meta
+/// file (or its replacement), after `skip` others.
+fn durability_steps(skip: u64) -> OpMatch {
+    OpMatch::ops(&["write", "set_len"])
+        .path_ends_with(".wal")
+        .path_ends_with(".wal.tmp")
+        .path_ends_with("/meta")
+        .skip(skip)
 }
 
 /// Whether `e` is, or was stopped by, a corruption report.
@@ -301,6 +339,9 @@ async fn simulate(cfg: RunConfig, opener: Opener) -> (Oracle, u64, RunEnd, Vec<S
         end_why: String::new(),
         file_repairs: 0,
         cut_segments: None,
+        crashed_since_open: false,
+        crash_reopens: 0,
+        step_pass_done: false,
     };
     ctx.oracle()
         .event(&format!("start: {}", cfg.to_string().replace('\n', " |")));
@@ -411,13 +452,78 @@ impl Sim {
         let mut mode = cfg.recovery_mode;
         let mut io_errors = 0;
         let mut stuck_read = None;
-        for _ in 0..60 {
+        if std::mem::take(&mut self.crashed_since_open) && !heal {
+            self.crash_reopens += 1;
+        }
+        let mut pass = (!heal
+            && !self.step_pass_done
+            && cfg.on(FaultClass::RecoveryStepCrashes)
+            && self.crash_reopens == cfg.step_pass_reopen)
+            .then_some(StepPass { at: 1, crashes: 0 });
+        let mut attempts = 0;
+        while attempts < 60 {
+            attempts += 1;
             let mut opts = cfg.options(RunConfig::madsim_sleeper());
             opts.recovery_mode = mode;
             let seq_before = self.ctx.fs.next_seq();
             let fut = (self.opener)(self.ctx.fs.clone(), self.ctx.dir.clone(), opts);
-            let crash_it = !heal && cfg.on(FaultClass::CrashDuringOpen) && self.pct(cfg.crash_open_pct);
-            let res = if crash_it {
+            if let Some(p) = &mut pass {
+                if p.crashes >= MAX_STEP_CRASHES {
+                    self.end_step_pass(p.crashes);
+                    pass = None;
+                }
+            }
+            let step_kind = match &pass {
+                Some(p) => {
+                    let mut kind = self.crash_kind();
+                    if kind == CrashKind::PowerLoss && cfg.on(FaultClass::TornGarbage) && !step_pass_g16() {
+                        // G16 (ARCHITECTURE.md): a power loss while
+                        // recovery's rewrite of the last group is in
+                        // flight, with torn garbage, can lose it though it
+                        // was durable. Open; the pass finds it in about 6
+                        // seeds of 2000 (SIM_STEP_PASS_G16=1).
+                        kind = CrashKind::Process;
+                    }
+                    self.before_crash();
+                    self.ctx.oracle().crash_coming();
+                    self.ctx.fs.crash_after(p.at, kind);
+                    Some(kind)
+                }
+                None => None,
+            };
+            let crash_it =
+                pass.is_none() && !heal && cfg.on(FaultClass::CrashDuringOpen) && self.pct(cfg.crash_open_pct);
+            let res = if let (Some(kind), Some(p)) = (step_kind, &mut pass) {
+                let res = fut.await;
+                if self.ctx.fs.cancel_crash().is_none() {
+                    // The open crashed at its `at`-th operation (if it
+                    // returned a log, that is a dead process's).
+                    drop(res);
+                    self.ctx.oracle().crashed(kind, true);
+                    self.after_crash(kind);
+                    self.ctx.oracle().cov.mark(Mark::RecoveryStepCrashes);
+                    self.open_crashes += 1;
+                    if kind == CrashKind::PowerLoss {
+                        extra.clear();
+                    }
+                    p.crashes += 1;
+                    p.at += if p.crashes < CONSECUTIVE_STEPS {
+                        1
+                    } else {
+                        1 + (p.at - CONSECUTIVE_STEPS) / 4
+                    };
+                    attempts -= 1;
+                    continue;
+                }
+                // The open completed before its `at`-th operation: the
+                // pass is over (or it failed on a fault: the pass goes on
+                // at the same step).
+                if res.is_ok() {
+                    self.end_step_pass(p.crashes);
+                    pass = None;
+                }
+                res
+            } else if crash_it {
                 let h = madsim::task::spawn(fut);
                 let wait = self.rng.random_range(0..=cfg.latency_us.1 * 6);
                 madsim::time::sleep(Duration::from_micros(wait)).await;
@@ -594,6 +700,54 @@ impl Sim {
         self.ended(RunEnd::Failed)
     }
 
+    /// The recovery step pass of this run ended after `crashes` crashes.
+    fn end_step_pass(&mut self, crashes: u64) {
+        self.step_pass_done = true;
+        let mut o = self.ctx.oracle();
+        o.cov.mark(Mark::RecoveryStepPass);
+        o.event(&format!("recovery step pass: {crashes} crashes"));
+    }
+
+    /// With [`FaultClass::CrashAfterStep`], at a share of the crashes:
+    /// pauses the machine right after a durability step (after `skip`
+    /// others) and waits until it is paused or every task in `handles`
+    /// finished. The event of the step, if the machine paused; the caller
+    /// crashes it either way.
+    async fn pause_after_step(&mut self, handles: &[madsim::task::JoinHandle<()>], skip: u64) -> Option<TraceEvent> {
+        let fs = self.ctx.fs.clone();
+        fs.pause_after_next(durability_steps(skip));
+        let step = Duration::from_micros(self.ctx.cfg.latency_us.1.max(1));
+        loop {
+            if let Some(ev) = fs.paused() {
+                let mut o = self.ctx.oracle();
+                o.cov.mark(Mark::CrashAfterStep);
+                if ev.op == "set_len" {
+                    o.cov.mark(Mark::CrashAfterCut);
+                }
+                o.event(&format!(
+                    "paused after {} {} at {} ({} B)",
+                    ev.op,
+                    ev.path.as_deref().unwrap_or("-"),
+                    ev.offset,
+                    ev.len
+                ));
+                return Some(ev);
+            }
+            if handles.iter().all(|h| h.is_finished()) {
+                fs.resume();
+                return None;
+            }
+            madsim::time::sleep(step).await;
+        }
+    }
+
+    /// Whether this crash is placed after a durability step.
+    fn crash_after_step(&mut self) -> bool {
+        let cfg = &self.ctx.cfg;
+        let (on, pct) = (cfg.on(FaultClass::CrashAfterStep), cfg.step_crash_pct);
+        on && self.pct(pct)
+    }
+
     /// A stopped WAL: every call fails with `Stopped` (checked), then close
     /// and reopen without a crash (the page cache is as the process left it).
     async fn close_stopped_and_reopen(&mut self, wal: Arc<dyn LogApi>) {
@@ -728,12 +882,23 @@ impl Sim {
     /// after a power loss, notes whether a lying (or late-failing) sync
     /// fired since the previous one, so what it claimed may be undone.
     fn crash_fs(&mut self, kind: CrashKind) {
+        self.before_crash();
+        self.ctx.fs.crash(kind);
+        self.after_crash(kind);
+    }
+
+    /// What [`Sim::crash_fs`] does right before the crash.
+    fn before_crash(&mut self) {
         self.note_after_effect();
         if self.renamed_since_open {
             self.recovery_after_rename = true;
         }
         self.ctx.oracle().snapshot_layout();
-        self.ctx.fs.crash(kind);
+    }
+
+    /// What [`Sim::crash_fs`] does right after the crash.
+    fn after_crash(&mut self, kind: CrashKind) {
+        self.crashed_since_open = true;
         self.ctx.oracle().snapshot_after_crash();
         if kind == CrashKind::PowerLoss {
             let c = self.ctx.fs.counters();
@@ -1048,9 +1213,23 @@ impl Sim {
             }
         }
         if cfg.crashes() && self.pct(cfg.crash_pct) {
-            let span = u64::from(cfg.ops_per_writer) * cfg.latency_us.1 * 6;
-            let wait = self.rng.random_range(0..=span.max(1));
-            madsim::time::sleep(Duration::from_micros(wait)).await;
+            if self.crash_after_step() {
+                // After the round's first write or cut (a third of the
+                // time: after a reopen, the first step after recovery's
+                // own), or one of its first others (a round makes about
+                // one per append).
+                let ops = u64::from(cfg.ops_per_writer) * u64::from(cfg.writers.min(8));
+                let skip = if self.pct(33) {
+                    0
+                } else {
+                    self.rng.random_range(0..=ops / 2)
+                };
+                self.pause_after_step(&handles, skip).await;
+            } else {
+                let span = u64::from(cfg.ops_per_writer) * cfg.latency_us.1 * 6;
+                let wait = self.rng.random_range(0..=span.max(1));
+                madsim::time::sleep(Duration::from_micros(wait)).await;
+            }
             for h in &handles {
                 h.abort();
             }
@@ -1370,8 +1549,13 @@ impl Sim {
                 ),
             };
             if crash_mid {
-                let wait = self.rng.random_range(0..=cfg.latency_us.1 * 8);
-                madsim::time::sleep(Duration::from_micros(wait)).await;
+                if self.crash_after_step() {
+                    let skip = self.rng.random_range(0..=2);
+                    self.pause_after_step(std::slice::from_ref(&task), skip).await;
+                } else {
+                    let wait = self.rng.random_range(0..=cfg.latency_us.1 * 8);
+                    madsim::time::sleep(Duration::from_micros(wait)).await;
+                }
                 let finished = task.is_finished();
                 task.abort();
                 let _ = task.await;

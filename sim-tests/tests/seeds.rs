@@ -5,12 +5,14 @@
 //!   recovery path.
 //! * `SIM_SEED=<n> cargo test -p sim-tests`: replays seed n with a readable
 //!   trace (level from `RUST_LOG`, default info), decoded configuration first.
-//!   `SIM_SHRINK=mask=0x..,rounds=N` replays a shrunk configuration.
+//!   `SIM_SHRINK=mask=0x..,rounds=N` replays a shrunk configuration;
+//!   `SIM_BUG=<name>` replays it against a planted bug (`sim --bug` names).
 //! * `SIM_SEEDS=<count>` and `SIM_SEED_START=<n>` widen the sweep.
 
 use sim_tests::api::real_opener;
+use sim_tests::broken::Bug;
 use sim_tests::config::{FaultClass, Overrides, RunConfig};
-use sim_tests::runner::{check_seed, replay_command, Report};
+use sim_tests::runner::{check_seed, check_seed_with, replay_command, Report};
 use sim_tests::{shrink, sweep};
 
 /// Seeds of the default sweep: enough to reach every fault kind and mark.
@@ -49,7 +51,15 @@ fn replay(seed: u64) {
     let _ = writeln!(out, "=== replay of {}", replay_command(seed, &ov));
     let _ = writeln!(out, "{cfg}");
     let _ = writeln!(out, "=== trace");
-    let r = check_seed(seed, ov);
+    // SIM_BUG=<Bug's Debug form> replays against a planted bug (the names
+    // `sim --bug` takes), to see how the oracle catches it.
+    let r = match std::env::var("SIM_BUG") {
+        Ok(name) => match Bug::ALL.iter().find(|b| format!("{b:?}") == name) {
+            Some(b) => check_seed_with(seed, ov, b.opener()),
+            None => panic!("SIM_BUG={name}: no such planted bug"),
+        },
+        Err(_) => check_seed(seed, ov),
+    };
     if !r.fs_trace.is_empty() {
         let _ = writeln!(out, "=== last SimFs events");
         for e in &r.fs_trace {

@@ -111,6 +111,6 @@ pub use sim::config::{
 #[cfg(feature = "madsim")]
 pub use sim::MadsimClock;
 pub use sim::{
-    CrashPlan, Damage, DamageKind, MisdirectedWrite, SimDirLock, SimFile, SimFs, StepClock, TraceEvent, YieldClock,
-    MAX_LEDGER_ENTRIES,
+    CrashPlan, Damage, DamageKind, MisdirectedWrite, OpMatch, SimDirLock, SimFile, SimFs, StepClock, TraceEvent,
+    YieldClock, MAX_LEDGER_ENTRIES,
 };

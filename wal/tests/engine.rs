@@ -319,6 +319,58 @@ fn mid_log_corruption_in_active_segment_is_an_error_not_a_cut() {
     });
 }
 
+/// Zeroes `len` bytes of a file through the Fs and makes them durable.
+async fn zero(fs: &SimFs, name: &str, offset: u64, len: usize) {
+    let path = dir().join(name);
+    let f = fs.open(&path, OpenOptions::new().read(true).write(true)).await.unwrap();
+    f.write_all_at(&vec![0u8; len], offset).await.unwrap();
+    f.sync_data().await.unwrap();
+}
+
+#[test]
+fn a_zeroed_frame_start_before_non_zero_bytes_is_damage_not_the_end() {
+    // Recovery's zero-tail test (`scan_active`): only a tail that is zero
+    // to the end of the file is unwritten space. A frame whose first bytes
+    // are zero but that has bytes after it is damage: mid-log corruption
+    // when later frames prove it durable, a torn tail otherwise (refused by
+    // absolute consistency). A check of the first byte only would take both
+    // for the clean end of the log and drop records 2.. silently; the
+    // simulation found that too (6 seeds of 2000), no wal test did.
+    block_on(async {
+        let fs = SimFs::new(8);
+        let wal = open(&fs, unpadded()).await.unwrap();
+        for i in 0..10 {
+            wal.append(payload(i, 50)).await.unwrap();
+        }
+        let name = wal.segment_files()[0].0.clone();
+        drop(wal);
+        zero(&fs, &name, 64 + 2 * 88, 16).await;
+        match open(&fs, unpadded()).await {
+            Err(Error::Corruption { offset, .. }) => assert_eq!(offset, 64 + 2 * 88),
+            other => panic!("expected corruption, got {:?}", other.map(|_| ())),
+        }
+    });
+    block_on(async {
+        let fs = SimFs::new(9);
+        let wal = open(&fs, unpadded()).await.unwrap();
+        for i in 0..3 {
+            wal.append(payload(i, 50)).await.unwrap();
+        }
+        let name = wal.segment_files()[0].0.clone();
+        drop(wal);
+        zero(&fs, &name, 64 + 2 * 88, 16).await;
+        let strict = Options {
+            recovery_mode: RecoveryMode::AbsoluteConsistency,
+            ..unpadded()
+        };
+        assert!(matches!(open(&fs, strict).await, Err(Error::Corruption { .. })));
+        let wal = open(&fs, unpadded()).await.unwrap();
+        assert_eq!(wal.next_index(), 2);
+        assert_eq!(wal.recovery_report().torn_bytes_cut, 88);
+        assert!(wal.recovery_report().stop_reason.is_some(), "a torn tail is reported");
+    });
+}
+
 #[test]
 fn damage_in_last_record_is_a_torn_tail_unless_absolute_consistency() {
     block_on(async {

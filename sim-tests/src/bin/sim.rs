@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 use sim_tests::api::real_opener;
+use sim_tests::broken::Bug;
 use sim_tests::config::Overrides;
 use sim_tests::runner::{replay_command, Report};
 use sim_tests::{shrink, sweep};
@@ -47,6 +48,15 @@ struct Args {
     /// 0x, or decimal) of `FaultClass` bits, e.g. 0x80 for SyncFail.
     #[arg(long)]
     mask_off: Option<String>,
+    /// Run against a planted bug (proof of power), named as `Bug`'s Debug
+    /// form, e.g. `Engine(RecoveryCutNotSynced)` or `Fs(NoFsync)`: the
+    /// failures are the seeds that catch it.
+    #[arg(long)]
+    bug: Option<String>,
+    /// Switch fault classes on in every seed (a bit mask like
+    /// `--mask-off`), at the probabilities each seed drew.
+    #[arg(long)]
+    force: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -90,8 +100,29 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let mut base = base;
+    if let Some(f) = args.force.as_deref() {
+        match Overrides::parse(&format!("force={f}")) {
+            Ok(o) => base.force = o.force,
+            Err(e) => {
+                eprintln!("--force: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    let opener = match args.bug.as_deref() {
+        None => real_opener(),
+        Some(name) => match Bug::ALL.iter().find(|b| format!("{b:?}") == name) {
+            Some(b) => b.opener(),
+            None => {
+                let names: Vec<String> = Bug::ALL.iter().map(|b| format!("{b:?}")).collect();
+                eprintln!("--bug: unknown {name:?} (one of {})", names.join(", "));
+                return ExitCode::FAILURE;
+            }
+        },
+    };
     let chunk = args.seeds.max(1);
-    let mut result = sweep::run(args.start, chunk, jobs, base, real_opener(), &progress);
+    let mut result = sweep::run(args.start, chunk, jobs, base, opener.clone(), &progress);
     let mut seeds = chunk;
     if let Some(limit) = args.duration {
         while started.elapsed() < limit {
@@ -100,7 +131,7 @@ fn main() -> ExitCode {
                 chunk,
                 jobs,
                 base,
-                real_opener(),
+                opener.clone(),
                 &progress,
             );
             result.merge(more);

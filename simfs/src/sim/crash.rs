@@ -27,6 +27,7 @@ impl State {
     /// Crashes the machine.
     pub(crate) fn crash(&mut self, kind: CrashKind) {
         self.generation += 1;
+        self.release_hooks();
         self.handles.clear();
         self.locks.clear();
         match kind {

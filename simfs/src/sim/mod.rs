@@ -41,7 +41,7 @@ use crate::fs::{DirEntry, File, Fs, Metadata, OpenOptions};
 pub use clocks::{StepClock, YieldClock};
 use config::{CrashKind, FaultConfig, FaultCounters, SimConfig};
 pub use damage::{Damage, DamageKind, MAX_LEDGER_ENTRIES};
-pub use hooks::CrashPlan;
+pub use hooks::{CrashPlan, OpMatch};
 #[cfg(feature = "madsim")]
 pub use madsim_clock::MadsimClock;
 use ops::Ctx;
@@ -465,12 +465,21 @@ impl SimFs {
     }
 }
 
-/// Draws an operation's latency (unless the caller's handle is already
-/// stale) and sleeps it, outside the lock.
+/// Waits out a pause ([`SimFs::pause_after_next`]), then draws an
+/// operation's latency (unless the caller's handle is stale by then) and
+/// sleeps it, outside the lock.
 async fn begin(state: &Mutex<State>, handle_generation: Option<u64>) -> u64 {
+    let (generation, paused) = {
+        let st = lock(state);
+        (handle_generation.unwrap_or(st.generation), st.hooks.is_paused())
+    };
+    if paused {
+        // A crash during the wait makes this operation one of the dead
+        // process: it keeps the generation it started with.
+        hooks::Unpaused { state, generation }.await;
+    }
     let (generation, latency, clock) = {
         let mut st = lock(state);
-        let generation = handle_generation.unwrap_or(st.generation);
         let latency = if generation == st.generation {
             let latency = st.draw_latency();
             st.start_op(); // counts the operation; a planned crash fires here

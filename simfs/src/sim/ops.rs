@@ -101,9 +101,10 @@ impl State {
             Ok(v) => v.describe(),
             Err(e) => format!("{:?}", e.kind()),
         };
+        let fire = self.trigger_matches(generation, &ctx, r.is_ok());
         let now = self.clock.now_ns();
-        self.trace.push(TraceEvent {
-            seq: 0, // assigned by push
+        let event = TraceEvent {
+            seq: self.trace.next_seq(),
             time_ns: now,
             op: ctx.op,
             ino: ctx.ino,
@@ -113,7 +114,11 @@ impl State {
             len: ctx.len,
             result,
             fault: ctx.fault,
-        });
+        };
+        if fire {
+            self.fire_trigger(event.clone());
+        }
+        self.trace.push(event);
         r
     }
 
