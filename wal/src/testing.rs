@@ -33,9 +33,9 @@ mod split {
     }
 }
 #[cfg(feature = "shuttle")]
-pub(crate) use split::split_admission;
-#[cfg(feature = "shuttle")]
 pub use split::set_split_admission;
+#[cfg(feature = "shuttle")]
+pub(crate) use split::split_admission;
 
 /// A bug that can be planted in the engine (`planted-bugs` feature).
 #[cfg(feature = "planted-bugs")]
