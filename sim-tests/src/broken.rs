@@ -11,6 +11,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use futures::future::BoxFuture;
 use simfs::{DirEntry, File, Fs, Metadata, OpenOptions, SimFs};
+use wal::testing::Planted;
 use wal::{CompactionOptions, CompactionPlan, Error, RecoveryMode, RecoveryReport, Result};
 
 use crate::api::{opener_with, real_opener, LogApi, LogIter, Opener};
@@ -80,11 +81,25 @@ pub enum Bug {
     Wal(WalBug),
     /// In the open (recovery).
     Open(OpenBug),
+    /// In the engine itself, behind `wal`'s `planted-bugs` feature: switched
+    /// on for the seed's thread by every open of the run
+    /// ([`wal::testing::plant`]) and off again when the run drops its opener.
+    Engine(Planted),
+}
+
+/// Switches an engine bug off on the thread that drops it (the last clone
+/// of a [`Bug::Engine`] opener, at the end of the run).
+struct Unplant;
+
+impl Drop for Unplant {
+    fn drop(&mut self) {
+        wal::testing::plant(None);
+    }
 }
 
 impl Bug {
     /// Every planted bug.
-    pub const ALL: [Bug; 12] = [
+    pub const ALL: [Bug; 13] = [
         Bug::Fs(FsBug::NoFsync),
         Bug::Fs(FsBug::NoDirSync),
         Bug::Fs(FsBug::RetryFailedFsync),
@@ -97,6 +112,7 @@ impl Bug {
         Bug::Wal(WalBug::SpuriousCorruption),
         Bug::Open(OpenBug::CutInsteadOfReport),
         Bug::Fs(FsBug::MetaTmpAlwaysThere),
+        Bug::Engine(Planted::PruneIgnoresLeases),
     ];
 
     /// The opener that runs the real WAL with this bug planted.
@@ -116,6 +132,16 @@ impl Bug {
                             dir,
                         }) as Arc<dyn LogApi>)
                     })
+                })
+            }
+            Bug::Engine(p) => {
+                let real = real_opener();
+                let unplant = Arc::new(Unplant);
+                Arc::new(move |fs, dir, opts| {
+                    // The open runs on the seed's thread: plant it there.
+                    let _ = &unplant;
+                    wal::testing::plant(Some(p));
+                    real(fs, dir, opts)
                 })
             }
             Bug::Open(OpenBug::CutInsteadOfReport) => {
@@ -324,6 +350,9 @@ impl LogApi for BrokenWal {
     }
     fn segment_names(&self) -> Vec<String> {
         self.inner.segment_names()
+    }
+    fn segment_files(&self) -> Vec<(String, u64, Option<u64>, bool)> {
+        self.inner.segment_files()
     }
     fn recovery_report(&self) -> RecoveryReport {
         self.inner.recovery_report()

@@ -341,6 +341,9 @@ pub struct RunConfig {
     pub lifecycle: LifecycleMix,
     /// Compaction limits (relative to the segment size).
     pub compaction: CompactionOptions,
+    /// `Options::max_lease_holds`: the default in most seeds, 0 to 3 in
+    /// some (so that the workload's short iterators get revoked).
+    pub max_lease_holds: u32,
     /// `Options::write_buffer_bytes`: 0 (off) unless the policy is `Manual`,
     /// then sometimes 4 KiB..1 MiB.
     pub write_buffer_bytes: usize,
@@ -363,6 +366,18 @@ const AFTER_EFFECT_RANGES: [(f64, f64); 6] = [
 ];
 
 /// Log-uniform draw in `[lo, hi]`.
+/// `Options::max_lease_holds` for `seed`: from a stream of its own, so that
+/// every other parameter (and the order of the main stream's draws) stays
+/// what it was.
+fn max_lease_holds(seed: u64) -> u32 {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x4c45_4153_455f_484f);
+    if rng.random_bool(0.3) {
+        rng.random_range(0..=3)
+    } else {
+        Options::default().max_lease_holds
+    }
+}
+
 fn log_uniform(rng: &mut ChaCha8Rng, lo: f64, hi: f64) -> f64 {
     let u: f64 = rng.random();
     (lo.ln() + u * (hi.ln() - lo.ln())).exp()
@@ -616,6 +631,7 @@ impl RunConfig {
             mix,
             lifecycle,
             compaction,
+            max_lease_holds: max_lease_holds(seed),
             write_buffer_bytes,
             after_effect,
         }
@@ -654,6 +670,7 @@ impl RunConfig {
             max_batch_records: self.max_batch.max(1),
             max_queue_appends: self.max_queue_appends,
             write_buffer_bytes: self.write_buffer_bytes,
+            max_lease_holds: self.max_lease_holds,
             ..Options::default()
         }
     }
@@ -726,6 +743,9 @@ impl fmt::Display for RunConfig {
         )?;
         writeln!(f, "  mix {:?}", self.mix)?;
         writeln!(f, "  lifecycle {:?}  compaction {:?}", self.lifecycle, self.compaction)?;
+        if self.max_lease_holds != Options::default().max_lease_holds {
+            writeln!(f, "  max lease holds {}", self.max_lease_holds)?;
+        }
         write!(f, "  faults on (mask 0x{:x}):", self.mask)?;
         let fc = &self.faults;
         let probs = [

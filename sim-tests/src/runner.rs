@@ -635,7 +635,8 @@ impl Sim {
                             // makes the cut first.
                             self.cut_attempts += 1;
                             if self.cut_attempts > MAX_REPAIR_ATTEMPTS {
-                                self.end_why = format!("scan at {pos}: {e}; {why}; repair failed {} times", self.cut_attempts);
+                                self.end_why =
+                                    format!("scan at {pos}: {e}; {why}; repair failed {} times", self.cut_attempts);
                                 self.end = Some(RunEnd::ReportedDamage);
                             }
                             self.pending_cut = Some(self.pending_cut.map_or(pos, |c| c.min(pos)));
@@ -1073,12 +1074,12 @@ impl Sim {
                 LifecycleOp::Prune => {
                     let mut rng = op_rng;
                     let k = workload::prune_point(&mut rng, first, next);
-                    let start = ctx.oracle().begin_prune("ctl", k, first);
+                    let start = workload::prune_started(&ctx, &w, "ctl", k, first, next);
                     (
                         Mark::CrashDuringPrune,
                         madsim::task::spawn(async move {
                             let r = w.prune_through(k).await;
-                            ctx.oracle().finish_prune("ctl", start, k, first, &r);
+                            workload::prune_finished(&ctx, &w, "ctl", start, k, first, &r);
                         }),
                     )
                 }

@@ -5,6 +5,7 @@
 use sim_tests::broken::{Bug, FsBug, OpenBug, WalBug};
 use sim_tests::config::{FaultClass, Overrides};
 use sim_tests::runner::run_seed_with;
+use wal::testing::Planted;
 
 /// How many seeds a bug may survive.
 const BUDGET: u64 = 40;
@@ -115,6 +116,11 @@ fn catches_a_meta_rename_that_took_effect_taken_for_not_done() {
 }
 
 #[test]
+fn catches_prune_that_ignores_leases() {
+    check(Bug::Engine(Planted::PruneIgnoresLeases));
+}
+
+#[test]
 fn every_bug_has_a_test() {
-    assert_eq!(Bug::ALL.len(), 12);
+    assert_eq!(Bug::ALL.len(), 13);
 }
