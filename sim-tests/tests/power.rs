@@ -92,15 +92,22 @@ fn catches_corruption_reported_without_damage() {
 #[test]
 fn catches_recovery_that_cuts_durable_data_with_a_report() {
     // The bug only matters when recovery finds proof of durable records
-    // past damage: bit rot, then crashes (caught by seed 33 of these; about
-    // 1 in 60 seeds without the forcing).
+    // past damage: bit rot, then crashes, even so only 2 of the first 300
+    // seeds with the forcing (57 and 210). Seed 33 caught it until
+    // `iter_from` began refusing indices a running prune may remove, which
+    // changed the schedule of every run where iterators race prunes: the
+    // first catching seed drifts with the engine, so the test names one.
     let bug = Bug::Open(OpenBug::CutInsteadOfReport);
     let force = Overrides {
         force: Some(FaultClass::BitRot.bit() | FaultClass::PowerLoss.bit() | FaultClass::ProcessCrash.bit()),
         ..Overrides::default()
     };
-    let (seed, why) = caught_with(bug, force);
-    println!("{bug:?} caught by seed {seed} (bit rot and crashes forced on): {why}");
+    let r = run_seed_with(57, force, bug.opener());
+    assert!(!r.passed(), "{bug:?} survived seed 57");
+    println!(
+        "{bug:?} caught by seed 57 (bit rot and crashes forced on): {}",
+        r.violations.join(" | ")
+    );
 }
 
 #[test]
