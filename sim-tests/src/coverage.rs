@@ -84,8 +84,10 @@ pub enum Mark {
     /// An iterator returned `IteratorExpired`: its lease held prunes back
     /// too often and was revoked.
     LeaseRevoked,
-    /// A prune passed a caught-up iterator, which skipped forward to the
-    /// new first index.
+    /// A prune (or a snapshot install) passed a caught-up iterator, which
+    /// skipped forward to the new first index. Rare (a few in 2000 seeds:
+    /// the workload's iterators tail the log once, and only a prune through
+    /// the end passes one), so not required.
     CaughtUpSkip,
     /// A reopen after a clean close used the clean-shutdown marker.
     CleanReopen,
@@ -115,8 +117,10 @@ pub enum Mark {
 
 impl Mark {
     /// The marks every default sweep must reach.
-    pub const REQUIRED: [Mark; 27] = [
+    pub const REQUIRED: [Mark; 29] = [
         Mark::PruneDone,
+        Mark::PruneHeldByLease,
+        Mark::LeaseRevoked,
         Mark::FullPrune,
         Mark::SnapshotInstall,
         Mark::TruncateDone,

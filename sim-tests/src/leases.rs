@@ -56,6 +56,9 @@ pub struct Leases {
     prunes: BTreeMap<u64, Prune>,
     /// Truncations running now.
     truncations: u32,
+    /// Snapshot installs running now (`append_at(j)` on an emptied log,
+    /// which moves the first index to `j`): attempt id → `j`.
+    reseats: BTreeMap<usize, u64>,
 }
 
 #[derive(Debug)]
@@ -111,6 +114,21 @@ impl Leases {
         self.iters.clear();
         self.prunes.clear();
         self.truncations = 0;
+        self.reseats.clear();
+    }
+
+    /// Append attempt `id` may start the emptied log at `j` (a snapshot
+    /// install): every live iterator is caught up, and may skip to `j`.
+    pub fn reseat_begin(&mut self, id: usize, j: u64) {
+        self.reseats.insert(id, j);
+        for it in self.iters.values_mut() {
+            it.skip_to = it.skip_to.max(j);
+        }
+    }
+
+    /// Append attempt `id` returned (or a crash aborted it).
+    pub fn reseat_end(&mut self, id: usize) {
+        self.reseats.remove(&id);
     }
 
     /// A truncation started.
@@ -149,6 +167,9 @@ impl Leases {
             if p.seen.contains_key(&id) {
                 it.skip_to = it.skip_to.max(p.k.saturating_add(1));
             }
+        }
+        for &j in self.reseats.values() {
+            it.skip_to = it.skip_to.max(j);
         }
     }
 
@@ -299,7 +320,7 @@ impl Leases {
                 match holder {
                     None => out.push(format!(
                         "prune_through({}) -> {nf} kept sealed segment {name} ({f}..={l}) though no lease \
-                         needed it (max {max} holds)",
+                         that may still hold it needed it (leases are revoked after {max} holds)",
                         p.k
                     )),
                     Some(_) if certain_holder => cov.mark(Mark::PruneHeldByLease),
@@ -340,8 +361,8 @@ impl Oracle {
             ));
         } else {
             self.violation(format!(
-                "iterator #{id} skipped from {pos} to {to}, but no prune passed it caught up (up to {skip_to}) \
-                 and its lease was not revoked"
+                "iterator #{id} skipped from {pos} to {to}, but no prune or snapshot install passed it caught \
+                 up (up to {skip_to}) and its lease was not revoked"
             ));
         }
     }

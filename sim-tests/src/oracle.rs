@@ -317,6 +317,8 @@ impl Oracle {
                 // A snapshot install may start the log at `j`, whatever the
                 // outcome (the WAL moves its first index on admission).
                 self.first_hi = self.first_hi.max(j);
+                // Caught-up iterators skip there.
+                self.leases.reseat_begin(id, j);
             }
         }
         self.attempts.push(Attempt {
@@ -363,6 +365,7 @@ impl Oracle {
     /// Records the result of an append attempt and checks it.
     pub fn finish_append(&mut self, id: usize, result: &wal::Result<u64>) {
         let end = self.now();
+        self.leases.reseat_end(id);
         self.cov.checks.ops += 1;
         if result.is_ok() {
             self.snapshot_after_claims();

@@ -279,23 +279,33 @@ async fn iterate(ctx: &Ctx, wal: &Arc<dyn LogApi>, rng: &mut ChaCha8Rng) {
     // Declared after `it`: dropped first, with no await in between.
     let _guard = LeaseGuard { ctx, id: lease };
     let mut pos = from;
+    let mut tailed = false;
     while pos < from + want {
         match it.next().await {
             None => {
                 let (f, n) = (wal.first_index(), wal.next_index());
-                let mut o = ctx.oracle();
-                if pos < next && !o.racing_prune(start) {
-                    o.violation(format!(
-                        "iterator from {from} caught up at {pos}, but {next} was readable"
-                    ));
+                {
+                    let mut o = ctx.oracle();
+                    if pos < next && !o.racing_prune(start) {
+                        o.violation(format!(
+                            "iterator from {from} caught up at {pos}, but {next} was readable"
+                        ));
+                    }
+                    if pos < f {
+                        // Skipped to the new first index, then caught up.
+                        o.iter_skipped(lease, pos, f);
+                        pos = f;
+                    }
+                    o.iter_moved(lease, pos, n);
                 }
-                if pos < f {
-                    // Skipped to the new first index, then caught up.
-                    o.iter_skipped(lease, pos, f);
-                    pos = f;
+                if tailed {
+                    break;
                 }
-                o.iter_moved(lease, pos, n);
-                break;
+                // Tail the log once, as a follower would: the caught-up
+                // lease lives across whatever runs meanwhile (appends,
+                // prunes that may pass it).
+                tailed = true;
+                madsim::time::sleep(std::time::Duration::from_micros(ctx.cfg.latency_us.1 * 4)).await;
             }
             Some(Ok((i, p))) => {
                 let n = wal.next_index();

@@ -115,11 +115,14 @@ fn catches_a_meta_rename_that_took_effect_taken_for_not_done() {
     // The bug needs a meta rename that fails after taking effect, then an
     // append below the abandoned low-water mark, then a crash: about one
     // seed in 2000 of the default sweep, too rare for the budget. Seed 535
-    // is the one the sweep found the engine bug with.
+    // is the one the sweep found the engine bug with; since the workload's
+    // iterators tail the log (and iter_from refuses what a running prune
+    // may remove), schedules differ, and seed 3346 is the first seed that
+    // shows the same violation.
     let bug = Bug::Fs(FsBug::MetaTmpAlwaysThere);
-    let r = run_seed_with(535, Overrides::default(), bug.opener());
-    assert!(!r.passed(), "{bug:?} survived seed 535");
-    println!("{bug:?} caught by seed 535: {}", r.violations.join(" | "));
+    let r = run_seed_with(3346, Overrides::default(), bug.opener());
+    assert!(!r.passed(), "{bug:?} survived seed 3346");
+    println!("{bug:?} caught by seed 3346: {}", r.violations.join(" | "));
 }
 
 #[test]
