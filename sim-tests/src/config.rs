@@ -232,10 +232,14 @@ pub struct Overrides {
     /// proof-of-power test make the fault its planted bug needs fire in
     /// every seed instead of in a share of them.
     pub force: Option<u32>,
+    /// Writers iterate and prune in every seed (the op mix's `iter` weight
+    /// at least 3, `prune` at least 2): lets the proof of power of a lease
+    /// bug reach iterators racing prunes in every seed.
+    pub lease_ops: bool,
 }
 
 impl Overrides {
-    /// Parses `mask=0x1f,rounds=3,force=0x80` (every part optional).
+    /// Parses `mask=0x1f,rounds=3,force=0x80,lease_ops=1` (every part optional).
     pub fn parse(s: &str) -> Result<Overrides, String> {
         let mut o = Overrides::default();
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
@@ -253,7 +257,8 @@ impl Overrides {
                 "mask" => o.mask = Some(u32::try_from(num(v)?).map_err(|e| e.to_string())?),
                 "rounds" => o.rounds = Some(u32::try_from(num(v)?).map_err(|e| e.to_string())?),
                 "force" => o.force = Some(u32::try_from(num(v)?).map_err(|e| e.to_string())?),
-                _ => return Err(format!("unknown key {k:?} (mask, rounds, force)")),
+                "lease_ops" => o.lease_ops = num(v)? != 0,
+                _ => return Err(format!("unknown key {k:?} (mask, rounds, force, lease_ops)")),
             }
         }
         Ok(o)
@@ -271,12 +276,15 @@ impl Overrides {
         if let Some(f) = self.force {
             parts.push(format!("force=0x{f:x}"));
         }
+        if self.lease_ops {
+            parts.push("lease_ops=1".into());
+        }
         parts.join(",")
     }
 
     /// Whether nothing is overridden.
     pub fn is_empty(&self) -> bool {
-        self.mask.is_none() && self.rounds.is_none() && self.force.is_none()
+        self.mask.is_none() && self.rounds.is_none() && self.force.is_none() && !self.lease_ops
     }
 }
 
@@ -570,6 +578,10 @@ impl RunConfig {
         if let Some(keep) = ov.mask {
             mask &= keep;
         }
+        if ov.lease_ops {
+            mix.iter = mix.iter.max(3);
+            mix.prune = mix.prune.max(2);
+        }
         let rounds = ov.rounds.map_or(rounds, |r| r.min(rounds));
         let on = |c: FaultClass| mask & c.bit() != 0;
         let val = |c: FaultClass| if on(c) { p[c as usize] } else { 0.0 };
@@ -807,6 +819,7 @@ mod tests {
             mask: Some(0x1f3),
             rounds: Some(4),
             force: Some(0x80),
+            lease_ops: true,
         };
         assert_eq!(Overrides::parse(&o.encode()), Ok(o));
         assert_eq!(Overrides::parse(""), Ok(Overrides::default()));
@@ -822,6 +835,7 @@ mod tests {
                 mask: Some(0),
                 rounds: Some(1),
                 force: None,
+                lease_ops: false,
             },
         );
         assert_eq!(b.mask, 0);

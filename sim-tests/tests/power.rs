@@ -127,7 +127,18 @@ fn catches_a_meta_rename_that_took_effect_taken_for_not_done() {
 
 #[test]
 fn catches_prune_that_ignores_leases() {
-    check(Bug::Engine(Planted::PruneIgnoresLeases));
+    // The bug only shows when an iterator races a prune through the
+    // segment it reads: half the seeds never prune while writers run, a
+    // share never iterate (1 seed of the first 40 catches it without the
+    // forcing). `lease_ops` makes the writers iterate and prune in every
+    // seed, nothing else changes.
+    let bug = Bug::Engine(Planted::PruneIgnoresLeases);
+    let ov = Overrides {
+        lease_ops: true,
+        ..Overrides::default()
+    };
+    let (seed, why) = caught_with(bug, ov);
+    println!("{bug:?} caught by seed {seed} (iterations and prunes forced on): {why}");
 }
 
 #[test]
