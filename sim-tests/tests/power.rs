@@ -92,11 +92,11 @@ fn catches_corruption_reported_without_damage() {
 #[test]
 fn catches_recovery_that_cuts_durable_data_with_a_report() {
     // The bug only matters when recovery finds proof of durable records
-    // past damage: bit rot, then crashes, even so only 2 of the first 300
-    // seeds with the forcing (57 and 210). Seed 33 caught it until
-    // `iter_from` began refusing indices a running prune may remove, which
-    // changed the schedule of every run where iterators race prunes: the
-    // first catching seed drifts with the engine, so the test names one.
+    // past damage: bit rot, then crashes, even so only 6 of the first 300
+    // seeds with the forcing (the first is 57). Seed 33 caught it until
+    // `iter_from` began refusing indices a running prune may remove and the
+    // workload's iterators began tailing the log, which changed the
+    // schedules: the first catching seed drifts, so the test names one.
     let bug = Bug::Open(OpenBug::CutInsteadOfReport);
     let force = Overrides {
         force: Some(FaultClass::BitRot.bit() | FaultClass::PowerLoss.bit() | FaultClass::ProcessCrash.bit()),
