@@ -37,6 +37,8 @@ pub trait LogApi: Send + Sync + 'static {
     fn stopped(&self) -> Option<Error>;
     /// The file names of [`Wal::segment_files`].
     fn segment_names(&self) -> Vec<String>;
+    /// [`Wal::segment_files`]: name, first index, last index, sealed.
+    fn segment_files(&self) -> Vec<(String, u64, Option<u64>, bool)>;
     /// [`Wal::recovery_report`].
     fn recovery_report(&self) -> RecoveryReport;
     /// [`Wal::prune_through`].
@@ -144,6 +146,9 @@ impl<F: Fs> LogApi for WalAdapter<F> {
     }
     fn segment_names(&self) -> Vec<String> {
         self.wal.segment_files().into_iter().map(|(name, ..)| name).collect()
+    }
+    fn segment_files(&self) -> Vec<(String, u64, Option<u64>, bool)> {
+        self.wal.segment_files()
     }
     fn recovery_report(&self) -> RecoveryReport {
         self.wal.recovery_report().clone()

@@ -99,7 +99,7 @@ impl Drop for Unplant {
 
 impl Bug {
     /// Every planted bug.
-    pub const ALL: [Bug; 13] = [
+    pub const ALL: [Bug; 14] = [
         Bug::Fs(FsBug::NoFsync),
         Bug::Fs(FsBug::NoDirSync),
         Bug::Fs(FsBug::RetryFailedFsync),
@@ -113,6 +113,7 @@ impl Bug {
         Bug::Open(OpenBug::CutInsteadOfReport),
         Bug::Fs(FsBug::MetaTmpAlwaysThere),
         Bug::Engine(Planted::RecoveryCutNotSynced),
+        Bug::Engine(Planted::PruneIgnoresLeases),
     ];
 
     /// The opener that runs the real WAL with this bug planted.
@@ -350,6 +351,9 @@ impl LogApi for BrokenWal {
     }
     fn segment_names(&self) -> Vec<String> {
         self.inner.segment_names()
+    }
+    fn segment_files(&self) -> Vec<(String, u64, Option<u64>, bool)> {
+        self.inner.segment_files()
     }
     fn recovery_report(&self) -> RecoveryReport {
         self.inner.recovery_report()

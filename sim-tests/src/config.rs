@@ -244,10 +244,14 @@ pub struct Overrides {
     /// proof-of-power test make the fault its planted bug needs fire in
     /// every seed instead of in a share of them.
     pub force: Option<u32>,
+    /// Writers iterate and prune in every seed (the op mix's `iter` weight
+    /// at least 3, `prune` at least 2): lets the proof of power of a lease
+    /// bug reach iterators racing prunes in every seed.
+    pub lease_ops: bool,
 }
 
 impl Overrides {
-    /// Parses `mask=0x1f,rounds=3,force=0x80` (every part optional).
+    /// Parses `mask=0x1f,rounds=3,force=0x80,lease_ops=1` (every part optional).
     pub fn parse(s: &str) -> Result<Overrides, String> {
         let mut o = Overrides::default();
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
@@ -265,7 +269,8 @@ impl Overrides {
                 "mask" => o.mask = Some(u32::try_from(num(v)?).map_err(|e| e.to_string())?),
                 "rounds" => o.rounds = Some(u32::try_from(num(v)?).map_err(|e| e.to_string())?),
                 "force" => o.force = Some(u32::try_from(num(v)?).map_err(|e| e.to_string())?),
-                _ => return Err(format!("unknown key {k:?} (mask, rounds, force)")),
+                "lease_ops" => o.lease_ops = num(v)? != 0,
+                _ => return Err(format!("unknown key {k:?} (mask, rounds, force, lease_ops)")),
             }
         }
         Ok(o)
@@ -283,12 +288,15 @@ impl Overrides {
         if let Some(f) = self.force {
             parts.push(format!("force=0x{f:x}"));
         }
+        if self.lease_ops {
+            parts.push("lease_ops=1".into());
+        }
         parts.join(",")
     }
 
     /// Whether nothing is overridden.
     pub fn is_empty(&self) -> bool {
-        self.mask.is_none() && self.rounds.is_none() && self.force.is_none()
+        self.mask.is_none() && self.rounds.is_none() && self.force.is_none() && !self.lease_ops
     }
 }
 
@@ -353,6 +361,9 @@ pub struct RunConfig {
     pub lifecycle: LifecycleMix,
     /// Compaction limits (relative to the segment size).
     pub compaction: CompactionOptions,
+    /// `Options::max_lease_holds`: the default in most seeds, 0 to 3 in
+    /// some (so that the workload's short iterators get revoked).
+    pub max_lease_holds: u32,
     /// `Options::write_buffer_bytes`: 0 (off) unless the policy is `Manual`,
     /// then sometimes 4 KiB..1 MiB.
     pub write_buffer_bytes: usize,
@@ -381,6 +392,18 @@ const AFTER_EFFECT_RANGES: [(f64, f64); 6] = [
 ];
 
 /// Log-uniform draw in `[lo, hi]`.
+/// `Options::max_lease_holds` for `seed`: from a stream of its own, so that
+/// every other parameter (and the order of the main stream's draws) stays
+/// what it was.
+fn max_lease_holds(seed: u64) -> u32 {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x4c45_4153_455f_484f);
+    if rng.random_bool(0.3) {
+        rng.random_range(0..=3)
+    } else {
+        Options::default().max_lease_holds
+    }
+}
+
 fn log_uniform(rng: &mut ChaCha8Rng, lo: f64, hi: f64) -> f64 {
     let u: f64 = rng.random();
     (lo.ln() + u * (hi.ln() - lo.ln())).exp()
@@ -583,6 +606,10 @@ impl RunConfig {
         if let Some(keep) = ov.mask {
             mask &= keep;
         }
+        if ov.lease_ops {
+            mix.iter = mix.iter.max(3);
+            mix.prune = mix.prune.max(2);
+        }
         let rounds = ov.rounds.map_or(rounds, |r| r.min(rounds));
         let on = |c: FaultClass| mask & c.bit() != 0;
         let val = |c: FaultClass| if on(c) { p[c as usize] } else { 0.0 };
@@ -644,6 +671,7 @@ impl RunConfig {
             mix,
             lifecycle,
             compaction,
+            max_lease_holds: max_lease_holds(seed),
             write_buffer_bytes,
             after_effect,
             step_crash_pct,
@@ -684,6 +712,7 @@ impl RunConfig {
             max_batch_records: self.max_batch.max(1),
             max_queue_appends: self.max_queue_appends,
             write_buffer_bytes: self.write_buffer_bytes,
+            max_lease_holds: self.max_lease_holds,
             ..Options::default()
         }
     }
@@ -772,6 +801,9 @@ impl fmt::Display for RunConfig {
         }
         writeln!(f, "  mix {:?}", self.mix)?;
         writeln!(f, "  lifecycle {:?}  compaction {:?}", self.lifecycle, self.compaction)?;
+        if self.max_lease_holds != Options::default().max_lease_holds {
+            writeln!(f, "  max lease holds {}", self.max_lease_holds)?;
+        }
         write!(f, "  faults on (mask 0x{:x}):", self.mask)?;
         let fc = &self.faults;
         let probs = [
@@ -833,6 +865,7 @@ mod tests {
             mask: Some(0x1f3),
             rounds: Some(4),
             force: Some(0x80),
+            lease_ops: true,
         };
         assert_eq!(Overrides::parse(&o.encode()), Ok(o));
         assert_eq!(Overrides::parse(""), Ok(Overrides::default()));
@@ -848,6 +881,7 @@ mod tests {
                 mask: Some(0),
                 rounds: Some(1),
                 force: None,
+                lease_ops: false,
             },
         );
         assert_eq!(b.mask, 0);

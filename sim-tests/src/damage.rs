@@ -37,6 +37,10 @@ fn sealed_last(name: &str) -> Option<u64> {
     last.parse().ok()
 }
 
+/// One file's last parse: its content version, the sealed-name limit
+/// applied, and the records found.
+type Parsed = (u64, Option<u64>, Vec<(u64, RecordLoc)>);
+
 /// Where one record's bytes sit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RecordLoc {
@@ -70,7 +74,7 @@ pub struct Layout {
     /// ([`SimFs::content_version`]), the sealed-name limit it applied, and
     /// the records it found. An unchanged file is not copied or parsed
     /// again (the sweep's costliest check, measured).
-    parsed: BTreeMap<u64, (u64, Option<u64>, Vec<(u64, RecordLoc)>)>,
+    parsed: BTreeMap<u64, Parsed>,
     /// `(inode, version, sealed limit)` of every file the last snapshot
     /// looked at, in order: if nothing changed, neither can the layout.
     last_seen: Vec<(u64, u64, Option<u64>)>,

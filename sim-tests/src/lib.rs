@@ -11,6 +11,7 @@
 //! * [`api`]: the log under test as a trait object;
 //! * [`workload`]: the tasks of a round;
 //! * [`oracle`]: what the log may and must contain;
+//! * [`leases`]: the live iterators, and what each prune may and must remove;
 //! * [`damage`]: where records sit, and which recorded damage explains a loss;
 //! * [`runner`]: one seed, start to heal;
 //! * [`coverage`]: fault counts, rare-path marks, check counts;
@@ -25,6 +26,7 @@ pub mod broken;
 pub mod config;
 pub mod coverage;
 pub mod damage;
+pub mod leases;
 pub mod oracle;
 pub mod payload;
 pub mod repair;

@@ -34,6 +34,7 @@ use wal::{Error, RecoveryReport};
 use crate::config::{FaultClass, RunConfig, SyncKind};
 use crate::coverage::{Coverage, Mark};
 use crate::damage::{self, Layout};
+use crate::leases::Leases;
 use crate::payload::{self, Decoded, Key};
 
 /// What became of an append attempt.
@@ -198,6 +199,9 @@ pub struct Oracle {
     last_prune_end: u64,
     /// A prune or a truncation ran in this run.
     lifecycle_used: bool,
+    /// The live iterators' leases, checked against every prune
+    /// ([`crate::leases`]).
+    pub(crate) leases: Leases,
 }
 
 fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
@@ -266,6 +270,7 @@ impl Oracle {
             prunes: Vec::new(),
             last_prune_end: 0,
             lifecycle_used: false,
+            leases: Leases::new(cfg.max_lease_holds),
         }
     }
 
@@ -326,6 +331,8 @@ impl Oracle {
                 // A snapshot install may start the log at `j`, whatever the
                 // outcome (the WAL moves its first index on admission).
                 self.first_hi = self.first_hi.max(j);
+                // Caught-up iterators skip there.
+                self.leases.reseat_begin(id, j);
             }
         }
         self.attempts.push(Attempt {
@@ -372,6 +379,7 @@ impl Oracle {
     /// Records the result of an append attempt and checks it.
     pub fn finish_append(&mut self, id: usize, result: &wal::Result<u64>) {
         let end = self.now();
+        self.leases.reseat_end(id);
         self.cov.checks.ops += 1;
         if result.is_ok() {
             self.snapshot_after_claims();
@@ -602,7 +610,6 @@ impl Oracle {
     pub fn check_read_error(&mut self, start: u64, e: &Error, index: u64, first: u64, next: u64) {
         match e {
             Error::Stopped { .. } => {}
-            Error::IteratorExpired { .. } if self.lifecycle_used => {}
             Error::OutOfRange { .. } => {
                 if index >= first && index < next && !self.racing_prune(start) {
                     self.violation(format!(
@@ -976,6 +983,7 @@ impl Oracle {
     pub fn begin_truncate(&mut self, what: &str) -> u64 {
         let start = self.now();
         self.lifecycle_used = true;
+        self.leases.truncate_begin();
         self.event(&format!(
             "ctl {what} start (model [{}, {}))",
             self.inst.model_first,
@@ -1031,6 +1039,7 @@ impl Oracle {
     /// exact). `crashed`: the task was aborted by a crash mid-way.
     pub fn finish_truncate(&mut self, start: u64, from: u64, what: &str, result: Option<&wal::Result<()>>) {
         self.now();
+        self.leases.truncate_end();
         self.cov.checks.ops += 1;
         self.cov.checks.lifecycle += 1;
         let (first, next) = self.model_range();
@@ -1160,6 +1169,7 @@ impl Oracle {
         }
         self.prunes_in_flight = 0;
         self.last_prune_end = t;
+        self.leases.clear();
         for a in &mut self.attempts {
             if a.outcome == Outcome::Pending {
                 a.outcome = Outcome::Unknown;

@@ -1493,12 +1493,12 @@ impl Sim {
                 LifecycleOp::Prune => {
                     let mut rng = op_rng;
                     let k = workload::prune_point(&mut rng, first, next);
-                    let start = ctx.oracle().begin_prune("ctl", k, first);
+                    let start = workload::prune_started(&ctx, &w, "ctl", k, first, next);
                     (
                         Mark::CrashDuringPrune,
                         madsim::task::spawn(async move {
                             let r = w.prune_through(k).await;
-                            ctx.oracle().finish_prune("ctl", start, k, first, &r);
+                            workload::prune_finished(&ctx, &w, "ctl", start, k, first, &r);
                         }),
                     )
                 }

@@ -35,6 +35,7 @@ pub fn shrink_with(seed: u64, start: Overrides, opener: Opener) -> Option<Shrunk
         rounds: Some(first.config.rounds),
         // What the caller forced stays forced (the mask above includes it).
         force: start.force,
+        lease_ops: start.lease_ops,
     };
     let mut best = first;
     let mut try_ov = |cand: Overrides, best: &mut Report, ov: &mut Overrides| -> bool {

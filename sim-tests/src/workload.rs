@@ -139,10 +139,37 @@ pub async fn prune(
         // No partial prune point: skip.
         return Ok(first);
     }
-    let start = ctx.oracle().begin_prune(who, k, first);
+    let start = prune_started(ctx, wal, who, k, first, next);
     let r = wal.prune_through(k).await;
-    ctx.oracle().finish_prune(who, start, k, first, &r);
+    prune_finished(ctx, wal, who, start, k, first, &r);
     r
+}
+
+/// Tells the oracle a prune through `k` starts (`[first, next)`: the log
+/// when it was drawn, with no await since). Returns its start tick.
+pub fn prune_started(ctx: &Ctx, wal: &Arc<dyn LogApi>, who: &str, k: u64, first: u64, next: u64) -> u64 {
+    let segments = wal.segment_files();
+    let mut o = ctx.oracle();
+    let start = o.begin_prune(who, k, first);
+    o.lease_prune_begin(start, k, first, next, &segments);
+    start
+}
+
+/// Gives the oracle the result of the prune started at `start` (called
+/// with no await since it returned).
+pub fn prune_finished(
+    ctx: &Ctx,
+    wal: &Arc<dyn LogApi>,
+    who: &str,
+    start: u64,
+    k: u64,
+    first: u64,
+    r: &wal::Result<u64>,
+) {
+    let segments = wal.segment_files();
+    let mut o = ctx.oracle();
+    o.finish_prune(who, start, k, first, r);
+    o.lease_prune_finish(start, r, &segments);
 }
 
 /// `compaction_plan` (printed to the trace, a dry run) then `compact`.
@@ -213,6 +240,19 @@ async fn read_one(ctx: &Ctx, wal: &Arc<dyn LogApi>, rng: &mut ChaCha8Rng) {
     ctx.oracle().finish_read(start, index, first, next, &r);
 }
 
+/// Unregisters an iterator from the oracle when the iteration ends (or its
+/// task is dropped by a crash).
+struct LeaseGuard<'a> {
+    ctx: &'a Ctx,
+    id: u64,
+}
+
+impl Drop for LeaseGuard<'_> {
+    fn drop(&mut self) {
+        self.ctx.oracle().iter_dropped(self.id);
+    }
+}
+
 async fn iterate(ctx: &Ctx, wal: &Arc<dyn LogApi>, rng: &mut ChaCha8Rng) {
     let (first, next) = (wal.first_index(), wal.next_index());
     let from = if next > first {
@@ -231,36 +271,65 @@ async fn iterate(ctx: &Ctx, wal: &Arc<dyn LogApi>, rng: &mut ChaCha8Rng) {
             return;
         }
     };
-    ctx.oracle().failstop(start, Ok(()), "iter_from");
+    let lease = {
+        let mut o = ctx.oracle();
+        o.failstop(start, Ok(()), "iter_from");
+        o.iter_created(from, wal.next_index())
+    };
+    // Declared after `it`: dropped first, with no await in between.
+    let _guard = LeaseGuard { ctx, id: lease };
     let mut pos = from;
+    let mut tailed = false;
     while pos < from + want {
         match it.next().await {
             None => {
-                if pos < next && !ctx.oracle().racing_prune(start) {
-                    ctx.oracle().violation(format!(
-                        "iterator from {from} caught up at {pos}, but {next} was readable"
-                    ));
+                let (f, n) = (wal.first_index(), wal.next_index());
+                {
+                    let mut o = ctx.oracle();
+                    if pos < next && !o.racing_prune(start) {
+                        o.violation(format!(
+                            "iterator from {from} caught up at {pos}, but {next} was readable"
+                        ));
+                    }
+                    if pos < f {
+                        // Skipped to the new first index, then caught up.
+                        o.iter_skipped(lease, pos, f);
+                        pos = f;
+                    }
+                    o.iter_moved(lease, pos, n);
                 }
-                break;
-            }
-            Some(Ok((i, p))) => {
-                let mut o = ctx.oracle();
-                o.failstop(start, Ok(()), "iterator next");
-                if i > pos && o.racing_prune(start) {
-                    // A prune passed a caught-up iterator: it skips to the new first index.
-                    o.event(&format!("iterator from {from} skipped from {pos} to {i} (pruned)"));
+                if tailed {
                     break;
                 }
-                if i != pos {
+                // Tail the log once, as a follower would: the caught-up
+                // lease lives across whatever runs meanwhile (appends,
+                // prunes that may pass it).
+                tailed = true;
+                madsim::time::sleep(std::time::Duration::from_micros(ctx.cfg.latency_us.1 * 4)).await;
+            }
+            Some(Ok((i, p))) => {
+                let n = wal.next_index();
+                let mut o = ctx.oracle();
+                o.failstop(start, Ok(()), "iterator next");
+                if i > pos {
+                    // A prune passed it: allowed only if it was caught up
+                    // (or its lease revoked).
+                    o.iter_skipped(lease, pos, i);
+                } else if i != pos {
                     o.violation(format!("iterator from {from} gave index {i} where {pos} was expected"));
                     break;
                 }
                 o.check_record(i, &p);
-                pos += 1;
+                pos = i + 1;
+                o.iter_moved(lease, pos, n);
             }
             Some(Err(e)) => {
                 let mut o = ctx.oracle();
-                o.check_read_error(start, &e, pos, first, next.max(pos + 1));
+                if let wal::Error::IteratorExpired { .. } = e {
+                    o.iter_expired(lease, pos);
+                } else {
+                    o.check_read_error(start, &e, pos, first, next.max(pos + 1));
+                }
                 break;
             }
         }

@@ -63,8 +63,8 @@ impl<F: Fs> Drop for WalIter<F> {
 type SegmentReader<F> = (Arc<Segment<F>>, FrameReader<<F as Fs>::File>);
 
 impl<F: Fs> WalIter<F> {
-    pub(crate) fn new(inner: Arc<Inner<F>>, next: u64) -> Self {
-        let (lease, lease_position) = inner.leases().take(next);
+    /// An iterator at `next` with its lease (from `Leases::take`).
+    pub(crate) fn new(inner: Arc<Inner<F>>, next: u64, (lease, lease_position): (u64, Arc<AtomicU64>)) -> Self {
         WalIter {
             inner,
             next,

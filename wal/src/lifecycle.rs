@@ -34,10 +34,18 @@ pub(crate) type ActiveTail<F> = (Arc<Segment<F>>, Arc<<F as Fs>::File>, u64);
 /// [`Error::IteratorExpired`]. A lease at the end of the log (an iterator on
 /// an empty or caught-up log) needs nothing that exists, so it never holds a
 /// prune back.
+///
+/// A prune decides what it may remove once, then works across awaits; an
+/// iterator created meanwhile was not counted. So from that decision until
+/// the prune returns, `pruning_below` is the first index the prune may
+/// leave, and no lease may start below it ([`crate::Wal::iter_from`]
+/// returns `OutOfRange`).
 #[derive(Debug, Default)]
 pub(crate) struct Leases {
     next_id: u64,
     live: BTreeMap<u64, Lease>,
+    /// While a prune runs: the first index it may leave (0: no prune).
+    pruning_below: u64,
 }
 
 #[derive(Debug)]
@@ -65,6 +73,17 @@ impl Leases {
             },
         );
         (self.next_id, shared)
+    }
+
+    /// The first index a running prune may leave (0: none runs).
+    pub(crate) fn pruning_below(&self) -> u64 {
+        self.pruning_below
+    }
+
+    /// A prune decided it may remove everything below `first` (0: the
+    /// prune returned).
+    pub(crate) fn set_pruning_below(&mut self, first: u64) {
+        self.pruning_below = first;
     }
 
     pub(crate) fn release(&mut self, id: u64) {
@@ -336,8 +355,11 @@ impl<F: Fs> Inner<F> {
                 .cloned()
                 .collect();
             let Some(last) = doomed.last().and_then(|s| s.meta().last_index) else {
+                self.leases().set_pruning_below(st.first_index);
                 return Ok(st.first_index);
             };
+            // Exactly what goes: iterators may start at `last + 1` meanwhile.
+            self.leases().set_pruning_below(last + 1);
             (doomed, last + 1)
         };
         // 1. The new low-water mark, durably: from here on, whatever subset

@@ -567,6 +567,10 @@ impl<F: Fs> Wal<F> {
     /// An iterator over the records from `index` on, in order. It sees
     /// records appended after it was created, and runs alongside appends and
     /// rotation.
+    ///
+    /// `OutOfRange` if `index` is outside `[first, next]`, or below where a
+    /// running prune may leave the first index (the error's `first`): that
+    /// prune decided what to remove before this iterator's lease existed.
     pub fn iter_from(&self, index: u64) -> Result<WalIter<F>> {
         let st = self.inner.state();
         st.check_usable()?;
@@ -577,7 +581,21 @@ impl<F: Fs> Wal<F> {
                 next: st.readable_next,
             });
         }
-        Ok(WalIter::new(self.inner.clone(), index))
+        let mut leases = self.inner.leases();
+        // A running prune decided without this iterator's lease: records
+        // below where it may leave the log are going.
+        let pruning_below = leases.pruning_below();
+        if index < pruning_below {
+            return Err(Error::OutOfRange {
+                index,
+                first: pruning_below,
+                next: st.readable_next,
+            });
+        }
+        let lease = leases.take(index);
+        drop(leases);
+        drop(st);
+        Ok(WalIter::new(self.inner.clone(), index, lease))
     }
 
     /// The first index in the log.
@@ -695,15 +713,39 @@ impl<F: Fs> Wal<F> {
             (st.first_index, st.readable_next)
         };
         if k < first {
-            // Nothing to remove, but the answer promises `first` durably.
+            // No record to remove, but a sealed segment may lie wholly below
+            // the first index: an active segment that recovery kept under a
+            // low-water mark above its records (a meta rename that failed
+            // after taking effect, seed 690 of the sweep), sealed since. It
+            // goes (no iterator can read it); the answer promises `first`
+            // durably.
             let critical = Critical::enter(inner, "prune");
-            let result = inner.persist_first_index(first).await;
+            let result = async {
+                inner.prune_sealed(k).await?;
+                inner.persist_first_index(first).await
+            }
+            .await;
+            inner.leases().set_pruning_below(0);
             critical.finish();
             result?;
             return Ok(first);
         }
         // Never beyond what a live iterator still needs.
-        let k_eff = inner.leases().limit(k, readable, inner.opts.max_lease_holds);
+        let k_eff = {
+            let mut leases = inner.leases();
+            #[cfg(feature = "planted-bugs")]
+            let k_eff = if crate::testing::planted(crate::testing::Planted::PruneIgnoresLeases) {
+                k
+            } else {
+                leases.limit(k, readable, inner.opts.max_lease_holds)
+            };
+            #[cfg(not(feature = "planted-bugs"))]
+            let k_eff = leases.limit(k, readable, inner.opts.max_lease_holds);
+            // Iterators created from here on were not counted: none may
+            // start where this prune may remove (`prune_sealed` narrows it).
+            leases.set_pruning_below(k_eff.saturating_add(1));
+            k_eff
+        };
         // A lease may have been revoked: its iterator must notice.
         inner.invalidate_readers();
         let whole = k_eff == k && (readable == first || k >= readable - 1);
@@ -747,6 +789,10 @@ impl<F: Fs> Wal<F> {
             Ok(new_first)
         }
         .await;
+        // The first index is final (or the WAL stopped): iterators may
+        // start anywhere in the log again. (If this future is dropped
+        // instead, `critical` stops the WAL, which refuses new iterators.)
+        inner.leases().set_pruning_below(0);
         critical.finish();
         let new_first = result?;
         if new_first > first {

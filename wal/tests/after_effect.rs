@@ -126,3 +126,42 @@ fn a_truncation_never_returns_ok_from_a_stopped_wal() {
         assert!(stopped_after_cut > 0, "no seed stopped the WAL after a durable cut");
     });
 }
+
+/// A meta rename that took effect under a prune through the last record,
+/// then a reopen without a power loss: the low-water mark (10) is exactly
+/// the next index, so recovery keeps the active segment, whose records all
+/// lie below the first index, and a rotation (or, in the simulation, an
+/// append after a durable tail that ends mid-sector) seals it. That sealed segment holds nothing readable, and a
+/// prune through its last index (below the first index) must remove it.
+/// Before the fix the early return for `k < first` kept it until a prune
+/// through the first index or beyond (found by the simulation's lease
+/// check, seed 690).
+#[test]
+fn a_prune_below_the_first_index_removes_a_sealed_segment_wholly_below_it() {
+    block_on(async {
+        let fs = SimFs::new(7);
+        let wal = open(&fs, Options::default()).await.unwrap();
+        for i in 0..10u64 {
+            assert_eq!(wal.append(payload(i, 40)).await.unwrap(), i);
+        }
+        fs.set_faults(rename_after_effect());
+        assert!(wal.prune_through(9).await.is_err());
+        fs.set_faults(FaultConfig::none());
+        drop(wal);
+        fs.crash(CrashKind::Process);
+        let wal = open(&fs, Options::default()).await.unwrap();
+        assert_eq!(wal.first_index(), 10);
+        wal.rotate().await.unwrap();
+        assert_eq!(wal.append(payload(10, 40)).await.unwrap(), 10);
+        let below = |wal: &wal::Wal<SimFs>| {
+            wal.segment_files()
+                .into_iter()
+                .filter(|s| s.3 && s.2.is_some_and(|l| l < wal.first_index()))
+                .count()
+        };
+        assert_eq!(below(&wal), 1, "{:?}", wal.segment_files());
+        assert_eq!(wal.prune_through(9).await.unwrap(), 10);
+        assert_eq!(below(&wal), 0, "{:?}", wal.segment_files());
+        assert_eq!(collect(&wal).await.unwrap(), vec![(10, payload(10, 40))]);
+    });
+}
