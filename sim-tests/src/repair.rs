@@ -14,9 +14,10 @@
 //!   active segment whose header never became durable) is renamed to
 //!   `<name>.damaged`, which the WAL ignores, and kept for inspection.
 //! - [`seal_by_hand`]: two active segments, where the older one's seal
-//!   (a rename) was lost: if its frames, read and verified one by one from
-//!   its header, end exactly where the newer one begins, give it the sealed
-//!   name the lost rename would have given it. Otherwise change nothing.
+//!   (a rename) was lost: its frames are read and verified one by one from
+//!   its header; if they end before the newer one begins, it gets the sealed
+//!   name of what it verifiably holds (a gap left then is the next repair's).
+//!   Otherwise nothing changes.
 //!
 //! Every step goes through the faulty filesystem like any other process
 //! would, so each is retried a bounded number of times.
@@ -88,8 +89,8 @@ pub async fn move_aside(fs: &SimFs, path: &Path) -> io::Result<Repaired> {
     Ok(Repaired::MovedTo(to))
 }
 
-/// Seals the active segment at `path` by hand, if its valid frames end
-/// right before `next_first` (the newer active segment's first index):
+/// Seals the active segment at `path` by hand, at its last valid frame, if
+/// that is below `next_first` (the newer active segment's first index):
 /// renames it to `{first}-{last}-{id}.wal` and fsyncs the directory.
 /// `Err` (nothing changed) if they do not; of kind `InvalidData` if its
 /// header is bad (then it never held a durable record: move it aside).
@@ -129,7 +130,10 @@ pub async fn seal_by_hand(fs: &SimFs, path: &Path, next_first: u64) -> io::Resul
         off += h.frame_len();
     }
     let last = last.ok_or_else(|| bad("no valid frame"))?;
-    if last.checked_add(1) != Some(next_first) || header.first_index > last {
+    // Frames ending before `next_first` leave a gap the next open reports
+    // (and the operator's gap repair cuts, each lost record explained by
+    // the ledger); frames past it would overlap the newer segment.
+    if last >= next_first || header.first_index > last {
         return Err(bad(&format!(
             "frames end at index {last}, the newer active segment starts at {next_first}"
         )));

@@ -1041,6 +1041,26 @@ impl Sim {
             .and_then(|r| r.split(" and ").next())
             .filter(|o| *o != name)
         {
+            let id_of = |n: &str| u64::from_str_radix(n.trim_end_matches(".wal").rsplit('-').next()?, 16).ok();
+            if let (Some(a), Some(b)) = (id_of(older), id_of(&name)) {
+                if a > b {
+                    // The one with the lower first index has the higher id:
+                    // the log started again below the other one (a full
+                    // prune or truncation) and the other one's removal was
+                    // lost. Ids only grow: the lower id is the leftover.
+                    self.file_repairs += 1;
+                    let r = crate::repair::move_aside(&fs, &path).await;
+                    let mut o = self.ctx.oracle();
+                    o.event(&format!(
+                        "operator repair: move {name} aside, superseded by {older} -> {r:?}"
+                    ));
+                    if fs.inode_of(&path).is_none() {
+                        o.cov.mark(Mark::FileMovedAside);
+                        o.cov.mark(Mark::DamageRepaired);
+                    }
+                    return fs.inode_of(&path).is_none();
+                }
+            }
             // The older active segment's seal (a rename) was lost.
             let next_first = name.split('-').next().and_then(|f| f.parse::<u64>().ok());
             let Some(next_first) = next_first else { return false };

@@ -156,7 +156,7 @@ fn main() -> ExitCode {
         result.repaired,
         result.coverage.get(sim_tests::coverage::Mark::DamageRepaired)
     );
-    for (seed, why) in result.ended.iter().take(100) {
+    for (seed, why) in result.ended.iter().take(10) {
         println!("  seed {seed}: {why}");
     }
     println!("{}", result.coverage);
