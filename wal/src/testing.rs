@@ -8,8 +8,8 @@
 //!   thread, so a sweep on other threads is unaffected), caught by
 //!   `sim-tests/tests/power.rs`.
 //!
-//! Without either feature the module holds only [`planted`], which is a
-//! constant `false`: the normal build has no switch.
+//! Without either feature the module is not compiled, and every call site
+//! of a switch is behind the same `cfg`: the normal build has no switch.
 
 #[cfg(feature = "shuttle")]
 mod split {
@@ -66,7 +66,6 @@ mod switches {
     }
 
     /// Whether `bug` is planted on this thread.
-    #[allow(dead_code)]
     pub(crate) fn planted(bug: Planted) -> bool {
         PLANTED.with(|p| p.get() == Some(bug))
     }
@@ -74,5 +73,4 @@ mod switches {
 #[cfg(feature = "planted-bugs")]
 pub use switches::plant;
 #[cfg(feature = "planted-bugs")]
-#[allow(unused_imports)]
 pub(crate) use switches::planted;

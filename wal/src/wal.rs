@@ -733,14 +733,13 @@ impl<F: Fs> Wal<F> {
         // Never beyond what a live iterator still needs.
         let k_eff = {
             let mut leases = inner.leases();
+            let k_eff = leases.limit(k, readable, inner.opts.max_lease_holds);
             #[cfg(feature = "planted-bugs")]
             let k_eff = if crate::testing::planted(crate::testing::Planted::PruneIgnoresLeases) {
                 k
             } else {
-                leases.limit(k, readable, inner.opts.max_lease_holds)
+                k_eff
             };
-            #[cfg(not(feature = "planted-bugs"))]
-            let k_eff = leases.limit(k, readable, inner.opts.max_lease_holds);
             // Iterators created from here on were not counted: none may
             // start where this prune may remove (`prune_sealed` narrows it).
             leases.set_pruning_below(k_eff.saturating_add(1));
