@@ -32,9 +32,7 @@ fn skip_len(rest: &[u8]) -> usize {
 /// A sealed segment's last index, from its name `{first}-{last}-{id}.wal`
 /// (`None` for an active segment or another name).
 fn sealed_last(name: &str) -> Option<u64> {
-    let mut parts = name.strip_suffix(".wal")?.split('-');
-    let (_first, last) = (parts.next()?, parts.next()?);
-    last.parse().ok()
+    crate::repair::SegName::parse(name)?.last
 }
 
 /// One file's last parse: its content version, the sealed-name limit

@@ -30,6 +30,47 @@ use simfs::{File, Fs, OpenOptions, SimFs};
 /// Attempts per filesystem step before the tool gives up.
 const MAX_TRIES: u32 = 10;
 
+/// What a segment file's name says: `{first}-{last}-{id}.wal` (sealed) or
+/// `{first}-active-{id}.wal`, as an operator reads it off `ls`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SegName {
+    /// The first index.
+    pub first: u64,
+    /// The last index (`None`: active).
+    pub last: Option<u64>,
+    /// The segment id (hex in the name).
+    pub id: u64,
+}
+
+impl SegName {
+    /// Parses a segment file's name (`None` for any other name).
+    pub fn parse(name: &str) -> Option<SegName> {
+        let mut parts = name.strip_suffix(".wal")?.split('-');
+        let (first, last, id) = (parts.next()?, parts.next()?, parts.next()?);
+        if parts.next().is_some() {
+            return None;
+        }
+        let last = if last == "active" {
+            None
+        } else {
+            Some(last.parse().ok()?)
+        };
+        Some(SegName {
+            first: first.parse().ok()?,
+            last,
+            id: u64::from_str_radix(id, 16).ok()?,
+        })
+    }
+}
+
+/// A break in the segment chain that a recovery reported ("... segment
+/// starts at X, expected Y"): `(X, Y)`; X > Y is a gap, X < Y an overlap.
+pub fn chain_break(reason: &str) -> Option<(u64, u64)> {
+    let (_, rest) = reason.split_once("segment starts at ")?;
+    let (at, expected) = rest.split_once(", expected ")?;
+    Some((at.trim().parse().ok()?, expected.trim().parse().ok()?))
+}
+
 /// What an operator's repair did, for the event log.
 #[derive(Debug)]
 pub enum Repaired {
@@ -74,19 +115,22 @@ pub async fn move_aside(fs: &SimFs, path: &Path) -> io::Result<Repaired> {
         .find(|c| !names.contains(c))
         .map(|c| dir.join(c))
         .unwrap_or_else(|| dir.join(format!("{name}.damaged")));
+    rename_durably(fs, path, &to).await?;
+    Ok(Repaired::MovedTo(to))
+}
+
+/// Renames `from` to `to` (retried; a rename can fail after taking effect,
+/// so the name is looked at, not the error) and fsyncs the directory.
+async fn rename_durably(fs: &SimFs, from: &Path, to: &Path) -> io::Result<()> {
     for _ in 0..MAX_TRIES {
-        let r = fs.rename(path, &to).await;
-        // A rename can fail after taking effect: look, do not trust the
-        // error.
-        if r.is_ok() || fs.inode_of(path).is_none() {
+        if fs.rename(from, to).await.is_ok() || fs.inode_of(from).is_none() {
             break;
         }
     }
-    if fs.inode_of(path).is_some() {
-        return Err(io::Error::other(format!("could not rename {}", path.display())));
+    if fs.inode_of(from).is_some() {
+        return Err(io::Error::other(format!("could not rename {}", from.display())));
     }
-    retry(|| fs.sync_dir(dir)).await?;
-    Ok(Repaired::MovedTo(to))
+    retry(|| fs.sync_dir(from.parent().unwrap_or(Path::new("/")))).await
 }
 
 /// Seals the active segment at `path` by hand, at its last valid frame, if
@@ -142,16 +186,7 @@ pub async fn seal_by_hand(fs: &SimFs, path: &Path, next_first: u64) -> io::Resul
         "{:020}-{:020}-{:016x}.wal",
         header.first_index, last, header.segment_id
     ));
-    let dir = path.parent().unwrap_or(Path::new("/"));
-    for _ in 0..MAX_TRIES {
-        if fs.rename(path, &to).await.is_ok() || fs.inode_of(path).is_none() {
-            break;
-        }
-    }
-    if fs.inode_of(path).is_some() {
-        return Err(bad("could not rename"));
-    }
-    retry(|| fs.sync_dir(dir)).await?;
+    rename_durably(fs, path, &to).await?;
     Ok(Repaired::MovedTo(to))
 }
 

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,6 +17,7 @@ use crate::api::{real_opener, LogApi, Opener};
 use crate::config::{FaultClass, LifecycleOp, Overrides, RunConfig, SyncKind};
 use crate::coverage::{Coverage, Mark};
 use crate::oracle::{Oracle, Slot};
+use crate::repair::{self, chain_break, SegName};
 use crate::workload::{self, Ctx};
 
 /// How a run ended.
@@ -264,32 +265,11 @@ fn read_error_path(e: &Error) -> Option<&std::path::Path> {
     }
 }
 
-/// A gap in the segment chain that a recovery reported ("... segment starts
-/// at X, expected Y" with X > Y): `(X, Y)`.
-fn gap_in_names(reason: &str) -> Option<(u64, u64)> {
-    let (_, rest) = reason.split_once("segment starts at ")?;
-    let (at, expected) = rest.split_once(", expected ")?;
-    let (at, expected) = (at.trim().parse::<u64>().ok()?, expected.trim().parse::<u64>().ok()?);
-    (at > expected).then_some((at, expected))
-}
-
-/// An overlap in the segment chain that a recovery reported about segment
-/// `name` ("... segment starts at X, expected Y" with X < Y): `(X, id of
-/// name)`.
-fn overlap_in_names(reason: &str, name: &str) -> Option<(u64, u64)> {
-    let (_, rest) = reason.split_once("segment starts at ")?;
-    let (at, expected) = rest.split_once(", expected ")?;
-    let (at, expected) = (at.trim().parse::<u64>().ok()?, expected.trim().parse::<u64>().ok()?);
-    let id = name.trim_end_matches(".wal").rsplit('-').next()?;
-    let id = u64::from_str_radix(id, 16).ok()?;
-    (at < expected).then_some((at, id))
-}
-
 /// The first index of the segment (by name) that holds `index`.
 fn segment_first(names: &[String], index: u64) -> Option<u64> {
     names
         .iter()
-        .filter_map(|n| n.split('-').next()?.parse::<u64>().ok())
+        .filter_map(|n| SegName::parse(n).map(|s| s.first))
         .filter(|f| *f <= index)
         .max()
 }
@@ -1027,7 +1007,7 @@ impl Sim {
             .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
         if !fs.bad_sectors(&path).is_empty() {
             self.file_repairs += 1;
-            let r = crate::repair::rewrite_bad_sectors(&fs, &path).await;
+            let r = repair::rewrite_bad_sectors(&fs, &path).await;
             let mut o = self.ctx.oracle();
             o.event(&format!(
                 "operator repair: rewrite bad sectors of {name} for {why} -> {r:?}"
@@ -1041,112 +1021,17 @@ impl Sim {
             .and_then(|r| r.split(" and ").next())
             .filter(|o| *o != name)
         {
-            let id_of = |n: &str| u64::from_str_radix(n.trim_end_matches(".wal").rsplit('-').next()?, 16).ok();
-            if let (Some(a), Some(b)) = (id_of(older), id_of(&name)) {
-                if a > b {
-                    // The one with the lower first index has the higher id:
-                    // the log started again below the other one (a full
-                    // prune or truncation) and the other one's removal was
-                    // lost. Ids only grow: the lower id is the leftover.
-                    self.file_repairs += 1;
-                    let r = crate::repair::move_aside(&fs, &path).await;
-                    let mut o = self.ctx.oracle();
-                    o.event(&format!(
-                        "operator repair: move {name} aside, superseded by {older} -> {r:?}"
-                    ));
-                    if fs.inode_of(&path).is_none() {
-                        o.cov.mark(Mark::FileMovedAside);
-                        o.cov.mark(Mark::DamageRepaired);
-                    }
-                    return fs.inode_of(&path).is_none();
-                }
-            }
-            // The older active segment's seal (a rename) was lost.
-            let next_first = name.split('-').next().and_then(|f| f.parse::<u64>().ok());
-            let Some(next_first) = next_first else { return false };
-            self.file_repairs += 1;
-            let older = path.with_file_name(older);
-            let r = crate::repair::seal_by_hand(&fs, &older, next_first).await;
-            self.ctx.oracle().event(&format!(
-                "operator repair: seal {} by hand for {why} -> {r:?}",
-                older.display()
-            ));
-            match r {
-                Ok(_) => {
-                    self.ctx.oracle().cov.mark(Mark::SealedByHand);
-                    self.ctx.oracle().cov.mark(Mark::DamageRepaired);
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
-                    let r = crate::repair::move_aside(&fs, &older).await;
-                    let mut o = self.ctx.oracle();
-                    o.event(&format!("operator repair: move {} aside -> {r:?}", older.display()));
-                    if fs.inode_of(&older).is_none() {
-                        o.cov.mark(Mark::FileMovedAside);
-                        o.cov.mark(Mark::DamageRepaired);
-                    }
-                }
-                Err(_) => {}
-            }
-            return fs.inode_of(&older).is_none();
+            return self.repair_two_actives(&path.with_file_name(older), &path, why).await;
         }
-        if let Some((at, expected)) = gap_in_names(reason) {
-            // A gap in the chain of segments (the records of a segment
-            // were lost to damage): cut the log at the gap, moving aside
-            // every segment from it on.
-            self.file_repairs += 1;
-            let dir = path.parent().unwrap_or(std::path::Path::new("/")).to_path_buf();
-            let names = fs.list_dir(&dir).unwrap_or_default();
-            // Records from the gap's end on are cut by request; those in
-            // the gap must each be explained by the ledger.
-            self.ctx
-                .oracle()
-                .operator_cut(at, &format!("{why} (gap from {expected} to {at})"));
-            for n in names.iter().filter(|n| is_segment_name(n)) {
-                if n.split('-')
-                    .next()
-                    .and_then(|f| f.parse::<u64>().ok())
-                    .is_some_and(|f| f >= at)
-                {
-                    let r = crate::repair::move_aside(&fs, &dir.join(n)).await;
-                    self.ctx
-                        .oracle()
-                        .event(&format!("operator repair: move {n} aside, past the gap -> {r:?}"));
-                }
-            }
-            self.ctx.oracle().cov.mark(Mark::FileMovedAside);
-            return true;
-        }
-        if let Some((at, err_id)) = overlap_in_names(reason, &name) {
-            // Segments overlap: one that a removal (a truncation's, a
-            // prune's) had taken away came back when the removal was lost.
-            // Segment ids only grow, so the older of the overlapping files
-            // is the leftover: move aside every segment with a lower id
-            // that reaches index `at`.
-            let dir = path.parent().unwrap_or(std::path::Path::new("/")).to_path_buf();
-            let names = fs.list_dir(&dir).unwrap_or_default();
-            let stale: Vec<&String> = names
-                .iter()
-                .filter(|n| {
-                    let mut p = n.trim_end_matches(".wal").split('-');
-                    let (_, last, id) = (p.next(), p.next(), p.next());
-                    let last = last.and_then(|l| l.parse::<u64>().ok());
-                    let id = id.and_then(|i| u64::from_str_radix(i, 16).ok());
-                    is_segment_name(n) && last.is_some_and(|l| l >= at) && id.is_some_and(|i| i < err_id)
-                })
-                .collect();
-            if stale.is_empty() {
+        if let Some((at, expected)) = chain_break(reason) {
+            let Some(reported) = SegName::parse(&name) else {
                 return false;
-            }
-            self.file_repairs += 1;
-            for n in stale {
-                let r = crate::repair::move_aside(&fs, &dir.join(n)).await;
-                self.ctx.oracle().event(&format!(
-                    "operator repair: move {n} aside, overlapped by a newer segment -> {r:?}"
-                ));
-            }
-            self.ctx.oracle().cov.mark(Mark::FileMovedAside);
-            self.ctx.oracle().cov.mark(Mark::DamageRepaired);
-            return true;
+            };
+            return if at > expected {
+                self.repair_gap(&path, at, expected, why).await
+            } else {
+                self.repair_overlap(&path, at, reported.id).await
+            };
         }
         let is_meta = name == "meta";
         let bad_active_header = reason.starts_with("bad segment header") && name.contains("-active-");
@@ -1154,18 +1039,111 @@ impl Sim {
             return false;
         }
         self.file_repairs += 1;
-        let r = crate::repair::move_aside(&fs, &path).await;
-        let moved = fs.inode_of(&path).is_none();
-        let mut o = self.ctx.oracle();
-        o.event(&format!("operator repair: move {name} aside for {why} -> {r:?}"));
-        if moved {
-            o.cov.mark(Mark::FileMovedAside);
-            o.cov.mark(Mark::DamageRepaired);
-            if is_meta {
-                o.meta_lost(why);
-            }
+        let r = repair::move_aside(&fs, &path).await;
+        let moved = self.repaired(&format!("move {name} aside for {why}"), &path, Mark::FileMovedAside, &r);
+        if moved && is_meta {
+            self.ctx.oracle().meta_lost(why);
         }
         moved
+    }
+
+    /// Two active segments, `older` (lower first index) and `newer`: if the
+    /// older one has the higher id, the log started again below the newer
+    /// one (a full prune or truncation) and the newer one's removal was
+    /// lost: ids only grow, so it is the leftover and goes aside. Otherwise
+    /// the older one's seal (a rename) was lost: seal it by hand, or move
+    /// it aside if its header is bad. Whether the directory changed.
+    async fn repair_two_actives(&mut self, older: &Path, newer: &Path, why: &str) -> bool {
+        let file_name = |p: &Path| {
+            p.file_name()
+                .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
+        };
+        let (Some(o), Some(n)) = (SegName::parse(&file_name(older)), SegName::parse(&file_name(newer))) else {
+            return false;
+        };
+        self.file_repairs += 1;
+        let fs = self.ctx.fs.clone();
+        if o.id > n.id {
+            let r = repair::move_aside(&fs, newer).await;
+            return self.repaired(
+                &format!("move {} aside, superseded by {}", newer.display(), older.display()),
+                newer,
+                Mark::FileMovedAside,
+                &r,
+            );
+        }
+        let r = repair::seal_by_hand(&fs, older, n.first).await;
+        if matches!(&r, Err(e) if e.kind() == std::io::ErrorKind::InvalidData) {
+            self.ctx
+                .oracle()
+                .event(&format!("operator repair: seal {} by hand -> {r:?}", older.display()));
+            let r = repair::move_aside(&fs, older).await;
+            return self.repaired(
+                &format!("move {} aside, its header bad", older.display()),
+                older,
+                Mark::FileMovedAside,
+                &r,
+            );
+        }
+        self.repaired(
+            &format!("seal {} by hand for {why}", older.display()),
+            older,
+            Mark::SealedByHand,
+            &r,
+        )
+    }
+
+    /// A gap in the segment chain at `at` (the reported segment `path`
+    /// starts there, `expected` was due): the log is cut at `at` by request
+    /// (every segment from it on goes aside); the records in the gap must
+    /// each be explained by the ledger.
+    async fn repair_gap(&mut self, path: &Path, at: u64, expected: u64, why: &str) -> bool {
+        self.file_repairs += 1;
+        self.ctx
+            .oracle()
+            .operator_cut(at, &format!("{why} (gap from {expected} to {at})"));
+        let past_gap = |s: SegName| s.first >= at;
+        self.move_aside_segments(path, "past the gap", &past_gap).await
+    }
+
+    /// An overlap at `at`: a segment that a removal (a truncation's, a
+    /// prune's) had taken away came back when the removal was lost. Ids
+    /// only grow, so every segment with a lower id than the reported one
+    /// (`id`) that reaches `at` is the leftover and goes aside.
+    async fn repair_overlap(&mut self, path: &Path, at: u64, id: u64) -> bool {
+        let stale = |s: SegName| s.last.is_some_and(|l| l >= at) && s.id < id;
+        self.file_repairs += 1;
+        self.move_aside_segments(path, "overlapped by a newer segment", &stale)
+            .await
+    }
+
+    /// Moves aside every segment of `path`'s directory whose name `pick`
+    /// takes. Whether any moved.
+    async fn move_aside_segments(&mut self, path: &Path, what: &str, pick: &dyn Fn(SegName) -> bool) -> bool {
+        let fs = self.ctx.fs.clone();
+        let dir = path.parent().unwrap_or(Path::new("/")).to_path_buf();
+        let names = fs.list_dir(&dir).unwrap_or_default();
+        let mut moved = false;
+        for n in names.iter().filter(|n| SegName::parse(n).is_some_and(pick)) {
+            let p = dir.join(n);
+            let r = repair::move_aside(&fs, &p).await;
+            moved |= self.repaired(&format!("move {n} aside, {what}"), &p, Mark::FileMovedAside, &r);
+        }
+        moved
+    }
+
+    /// Notes an operator's repair of `path` and its outcome; marks `mark`
+    /// and `DamageRepaired` if the file is gone from its name (a move or
+    /// seal took effect, whatever the call returned). Whether it is.
+    fn repaired(&mut self, what: &str, path: &Path, mark: Mark, r: &std::io::Result<repair::Repaired>) -> bool {
+        let done = self.ctx.fs.inode_of(path).is_none();
+        let mut o = self.ctx.oracle();
+        o.event(&format!("operator repair: {what} -> {r:?}"));
+        if done {
+            o.cov.mark(mark);
+            o.cov.mark(Mark::DamageRepaired);
+        }
+        done
     }
 
     /// Ends the process of an instance whose repair failed, as a restart
