@@ -481,11 +481,7 @@ impl Sim {
                     drop(res);
                     self.ctx.oracle().crashed(kind, true);
                     self.after_crash(kind);
-                    self.ctx.oracle().cov.mark(Mark::RecoveryStepCrashes);
-                    self.open_crashes += 1;
-                    if kind == CrashKind::PowerLoss {
-                        extra.clear();
-                    }
+                    self.open_crashed(kind, Mark::RecoveryStepCrashes, &mut extra);
                     p.crashes += 1;
                     p.at += if p.crashes < CONSECUTIVE_STEPS {
                         1
@@ -513,11 +509,7 @@ impl Sim {
                     let kind = self.crash_kind();
                     self.ctx.oracle().crashed(kind, true);
                     self.crash_fs(kind);
-                    self.ctx.oracle().cov.mark(Mark::CrashDuringRecovery);
-                    self.open_crashes += 1;
-                    if kind == CrashKind::PowerLoss {
-                        extra.clear();
-                    }
+                    self.open_crashed(kind, Mark::CrashDuringRecovery, &mut extra);
                     continue;
                 }
                 match h.await {
@@ -1045,6 +1037,17 @@ impl Sim {
             self.ctx.oracle().meta_lost(why);
         }
         moved
+    }
+
+    /// Bookkeeping after an open was crashed (`mark` says how): counted,
+    /// and after a power loss the unknown outcomes of the instance before
+    /// (`extra`) are settled by the durable image.
+    fn open_crashed(&mut self, kind: CrashKind, mark: Mark, extra: &mut BTreeMap<u64, (usize, usize)>) {
+        self.ctx.oracle().cov.mark(mark);
+        self.open_crashes += 1;
+        if kind == CrashKind::PowerLoss {
+            extra.clear();
+        }
     }
 
     /// Two active segments, `older` (lower first index) and `newer`: if the
