@@ -95,10 +95,12 @@ impl Leases {
     }
 
     /// The highest index a prune through `k` may remove, counting holds and
-    /// revoking leases that held too often. A lease at or past `readable`
-    /// (caught up) needs no existing record and holds nothing back.
-    pub(crate) fn limit(&mut self, k: u64, readable: u64, max_holds: u32) -> u64 {
-        let mut limit = k;
+    /// revoking leases that held too often; `None` when a lease at index 0
+    /// holds everything back (there is no index below it to name). A lease
+    /// at or past `readable` (caught up) needs no existing record and holds
+    /// nothing back.
+    pub(crate) fn limit(&mut self, k: u64, readable: u64, max_holds: u32) -> Option<u64> {
+        let mut limit = Some(k);
         for l in self.live.values_mut().filter(|l| !l.revoked) {
             let position = l.position.load(Ordering::Acquire);
             if position > k || position >= readable {
@@ -109,7 +111,9 @@ impl Leases {
                 l.revoked = true;
                 warn!(position, "revoked an iterator lease that held prune back too often");
             } else {
-                limit = limit.min(position.saturating_sub(1));
+                // `position - 1` for a lease at 0 would be 0, which names
+                // the very record the lease needs (seed 20025067).
+                limit = limit.min(position.checked_sub(1));
             }
         }
         limit

@@ -736,9 +736,15 @@ impl<F: Fs> Wal<F> {
             let k_eff = leases.limit(k, readable, inner.opts.max_lease_holds);
             #[cfg(feature = "planted-bugs")]
             let k_eff = if crate::testing::planted(crate::testing::Planted::PruneIgnoresLeases) {
-                k
+                Some(k)
             } else {
                 k_eff
+            };
+            let Some(k_eff) = k_eff else {
+                // A lease at index 0 needs the first record: nothing goes.
+                drop(leases);
+                inner.invalidate_readers();
+                return Ok(first);
             };
             // Iterators created from here on were not counted: none may
             // start where this prune may remove (`prune_sealed` narrows it).

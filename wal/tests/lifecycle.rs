@@ -188,6 +188,27 @@ fn a_caught_up_iterator_on_an_empty_log_does_not_pin_prune() {
     });
 }
 
+/// A lease at index 0 holds everything back. Before the fix, the limit it
+/// set was `0 - 1` saturated to 0, which names record 0 itself, so a prune
+/// through 0 emptied the log under an iterator that had not read it (found
+/// by the simulation's lease check, seeds 20008044, 20025067, 20025388,
+/// 20056942 and 20062002 of the 100k soak).
+#[test]
+fn an_iterator_at_index_zero_keeps_record_zero() {
+    block_on(async {
+        let fs = SimFs::new(7);
+        let wal = open(&fs, five_per_segment()).await.unwrap();
+        let mut it = wal.iter_from(0).unwrap();
+        wal.append(payload(0, 40)).await.unwrap();
+        assert_eq!(wal.prune_through(0).await.unwrap(), 0, "record 0 is leased");
+        assert_eq!(wal.first_index(), 0);
+        let (i, p) = it.next().await.unwrap().unwrap();
+        assert_eq!((i, p), (0, payload(0, 40)));
+        drop(it);
+        assert_eq!(wal.prune_through(0).await.unwrap(), 1, "the lease is gone");
+    });
+}
+
 #[test]
 fn truncate_in_the_active_segment() {
     block_on(async {
