@@ -1348,7 +1348,10 @@ impl Sim {
                     || cfg.on(FaultClass::EioWrite)
                     || cfg.on(FaultClass::DiskFull)
                     || cfg.on(FaultClass::AfterEffect);
-                if ok && !power && self.open_crashes == crashes && !write_faults {
+                // (A repair at the reopen, which the ledger explained, may
+                // have moved the meta file and its marker aside.)
+                let repaired = self.ctx.oracle().cov.get(Mark::DamageRepaired) != repairs;
+                if ok && !power && self.open_crashes == crashes && !write_faults && !repaired {
                     let reads = self.open_data_reads;
                     let mut o = self.ctx.oracle();
                     o.cov.checks.clean_reopen_checks += 1;

@@ -596,8 +596,9 @@ impl<F: Fs> Writer<F> {
     /// rewrites that unit (the filesystem zeroes the rest of it), and if the
     /// unit holds durable records (an unaligned durable tail, after a failed
     /// padding write) a power loss could tear them. The few zero bytes left
-    /// after the last frame are the clean end of the log (a clean-close
-    /// marker then does not match the length, and the next open scans).
+    /// after the last frame are the clean end of the log. The clean-close
+    /// marker records the last frame's end, and a clean reopen accepts a
+    /// file that ends at this cut above it (`recovery::fast_open`).
     pub(crate) async fn trim_tail(&mut self, align_bytes: u64) -> Result<()> {
         let Some(active) = self.active.as_mut() else {
             return Ok(());

@@ -82,6 +82,7 @@ pub(crate) async fn recover<F: Fs>(
     dir: &Path,
     mode: RecoveryMode,
     default_first_index: u64,
+    align_bytes: u64,
 ) -> Result<Recovered<F>> {
     let mut report = RecoveryReport::default();
     let mut meta = read_meta(fs, dir).await?;
@@ -177,7 +178,7 @@ pub(crate) async fn recover<F: Fs>(
         let path = dir.join(file_name);
         let clean = meta.and_then(|m| m.clean).filter(|c| c.active_id == name.id());
         let scan = match clean {
-            Some(c) => fast_open(fs, &path, name.first(), c).await?,
+            Some(c) => fast_open(fs, &path, name.first(), c, align_bytes).await?,
             None => None,
         };
         let scan = match scan {
@@ -485,21 +486,33 @@ fn reconcile(
 }
 
 /// Opens the active segment without reading record data, if the clean
-/// shutdown marker matches it (same id, same length). `None`: fall back to a scan.
-async fn fast_open<F: Fs>(fs: &F, path: &Path, first: u64, clean: CleanMarker) -> Result<Option<ActiveScan<F::File>>> {
+/// shutdown marker matches it (same id, and the file ends where the marker
+/// says the last frame ends, or at the next multiple of `align_bytes` above
+/// it: close cuts the zero tail there, never inside the atomic unit that
+/// holds the last frame, see `Writer::trim_tail`). `None`: fall back to a
+/// scan.
+async fn fast_open<F: Fs>(
+    fs: &F,
+    path: &Path,
+    first: u64,
+    clean: CleanMarker,
+    align_bytes: u64,
+) -> Result<Option<ActiveScan<F::File>>> {
     let file = fs
         .open(path, OpenOptions::new().read(true).write(true))
         .await
         .map_err(|e| Error::io("open", path, 0, e))?;
     let len = file.len().await.map_err(|e| Error::io("len", path, 0, e))?;
-    if len != clean.active_len || clean.next_index < first || len < SEGMENT_HEADER_BYTES as u64 {
+    let end = clean.active_len;
+    let matches = len == end || (len > end && len == end.next_multiple_of(align_bytes.max(1)));
+    if !matches || clean.next_index < first || end < SEGMENT_HEADER_BYTES as u64 {
         warn!(path = %path.display(), len, marker = ?clean, "clean-shutdown marker does not match; scanning");
         return Ok(None);
     }
     Ok(Some(ActiveScan::Valid {
         file: Arc::new(file),
         next: clean.next_index,
-        end_offset: len,
+        end_offset: end,
         sparse: Vec::new(),
         sparse_complete: false,
         finish: None,

@@ -374,7 +374,14 @@ impl<F: Fs> Wal<F> {
                 Error::io("lock", dir, 0, e)
             }
         })?;
-        let rec = recover(&*fs, dir, opts.recovery_mode, opts.first_index).await?;
+        let rec = recover(
+            &*fs,
+            dir,
+            opts.recovery_mode,
+            opts.first_index,
+            opts.durable_alignment_bytes,
+        )
+        .await?;
         let writer = Writer::new(&rec, &rec.segments);
         let stats = Stats {
             segments: rec.segments.len() as u64,

@@ -426,6 +426,61 @@ fn a_marker_that_does_not_match_falls_back_to_a_scan() {
     });
 }
 
+/// A rotation whose rename fails after its seal made the tail durable
+/// leaves the active segment ending mid-unit: its last frame ends at 8 +
+/// 64 + n * (24 + 100), and `trim_tail` cut the zero tail at the next
+/// multiple of the alignment above it. The clean-close marker records the
+/// frame end; before the fix, the reopen saw a file longer than the marker
+/// and scanned (soak seeds 20018783, 20042074, 20063400, 20068685,
+/// 20069537 and 1000370).
+#[test]
+fn an_unaligned_clean_close_reopens_from_the_marker() {
+    block_on(async {
+        let fs = SimFs::with_config(
+            14,
+            SimConfig {
+                trace_capacity: 100_000,
+                ..SimConfig::default()
+            },
+        );
+        let opts = Options {
+            sync_policy: wal::SyncPolicy::Manual,
+            ..Options::default()
+        };
+        let wal = open(&fs, opts.clone()).await.unwrap();
+        for i in 0..5u64 {
+            assert_eq!(wal.append(payload(i, 100)).await.unwrap(), i);
+        }
+        fs.set_faults(FaultConfig {
+            eio_rename: 1.0,
+            ..FaultConfig::none()
+        });
+        assert!(wal.rotate().await.is_err(), "the seal's rename fails");
+        fs.set_faults(FaultConfig::none());
+        assert!(wal.stopped().is_none(), "a failed rotation keeps the WAL going");
+        let name = wal.segments().await.last().unwrap().name.clone();
+        wal.close().await.unwrap();
+        let len = fs.durable_content(&dir().join(&name)).unwrap().len() as u64;
+        assert_eq!(
+            len % opts.durable_alignment_bytes,
+            0,
+            "the zero tail is cut at the alignment"
+        );
+        let seq = fs.trace().last().unwrap().seq + 1;
+        let wal = open(&fs, opts).await.unwrap();
+        assert!(wal.recovery_report().clean_reopen, "{:?}", wal.recovery_report());
+        assert_eq!(segment_reads(&fs, seq), 0, "a clean reopen reads no segment data");
+        assert_eq!(wal.next_index(), 5);
+        assert_eq!(wal.append(payload(5, 100)).await.unwrap(), 5);
+        drop(wal);
+        fs.crash(CrashKind::PowerLoss);
+        let wal = open(&fs, Options::default()).await.unwrap();
+        let log = collect(&wal).await.unwrap();
+        assert_eq!(indices(&log)[..5], [0, 1, 2, 3, 4]);
+        assert_eq!(log[4].1, payload(4, 100));
+    });
+}
+
 /// A workload of appends and one lifecycle operation, crashed at every
 /// filesystem step; after recovery: the log is a contiguous range, holds every
 /// record acknowledged before the operation (above the prune point), nothing
