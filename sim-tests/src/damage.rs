@@ -289,17 +289,26 @@ fn hits(d: &Damage, loc: RecordLoc) -> bool {
 /// ([`Layout::proves_durable`]). That frame told recovery the record was
 /// durable, so cutting it (and saying so only in a report) instead of
 /// failing the open with `Corruption` is the WAL's bug.
+///
+/// `cached`: the record was acknowledged but not durable, and a process
+/// crash keeps the page cache, so only damage a read sees through it
+/// excuses the loss: an unreadable sector (which an operator's repair then
+/// rewrites with zeros).
 pub fn explain_loss<'a>(
     ledger: &'a [Damage],
     index: u64,
     loc: RecordLoc,
     since: u64,
     point_in_time: bool,
+    cached: bool,
     layout: &Layout,
 ) -> Option<&'a Damage> {
     ledger.iter().find(|d| {
-        excuses_durable_loss(d.kind)
-            && d.ino == loc.ino
+        (if cached {
+            d.kind == DamageKind::LatentSector
+        } else {
+            excuses_durable_loss(d.kind)
+        }) && d.ino == loc.ino
             && d.range.start < loc.commit_end
             && (!hits(d, loc) || d.seq >= since)
             && (point_in_time || !layout.proves_durable(d.ino, d.range.end, index))

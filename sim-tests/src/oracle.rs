@@ -1248,7 +1248,7 @@ impl Oracle {
                 let started = self.attempts.get(id).map_or(0, |a| a.start);
                 let pruned = self.prunes.iter().any(|&(k, _, end)| k >= idx && end >= started);
                 let lost = (durable && !pruned)
-                    .then(|| self.explain_loss(idx, id, mode == wal::RecoveryMode::PointInTime))
+                    .then(|| self.explain_loss(idx, id, mode == wal::RecoveryMode::PointInTime, false))
                     .flatten();
                 if let Some(why) = lost {
                     self.cov.checks.lost_to_damage += 1;
@@ -1278,11 +1278,7 @@ impl Oracle {
                 // in the page cache may legitimately vanish.
                 continue;
             }
-            let explained = if durable {
-                self.explain_loss(idx, id, mode == wal::RecoveryMode::PointInTime)
-            } else {
-                None
-            };
+            let explained = self.explain_loss(idx, id, mode == wal::RecoveryMode::PointInTime, !durable);
             if let Some(why) = explained {
                 self.cov.checks.lost_to_damage += 1;
                 self.cov.mark(Mark::LostToRecordedDamage);
@@ -1535,13 +1531,13 @@ impl Oracle {
     /// `durable`: the indices of every record that had to survive (a
     /// surviving frame's `durable_next` is the proof recovery must not cut
     /// past, see [`damage::explain_loss`]).
-    fn explain_loss(&mut self, idx: u64, id: usize, point_in_time: bool) -> Option<String> {
+    fn explain_loss(&mut self, idx: u64, id: usize, point_in_time: bool, cached: bool) -> Option<String> {
         self.cov.checks.ledger_checks += 1;
         let fs = self.fs.as_ref()?;
         let loc = self.layout.locate(idx)?;
         let since = self.attempts.get(id).map_or(0, |a| a.fs_seq);
         let ledger = fs.damage();
-        damage::explain_loss(&ledger, idx, loc, since, point_in_time, &self.layout).map(damage::describe)
+        damage::explain_loss(&ledger, idx, loc, since, point_in_time, cached, &self.layout).map(damage::describe)
     }
 
     /// The recorded damage that explains a reported `Corruption` (its file
