@@ -1278,7 +1278,9 @@ impl Oracle {
                 // in the page cache may legitimately vanish.
                 continue;
             }
-            let explained = self.explain_loss(idx, id, mode == wal::RecoveryMode::PointInTime, !durable);
+            let explained = self
+                .explain_loss(idx, id, mode == wal::RecoveryMode::PointInTime, !durable)
+                .or_else(|| self.pruned_under_lost_meta(idx, id));
             if let Some(why) = explained {
                 self.cov.checks.lost_to_damage += 1;
                 self.cov.mark(Mark::LostToRecordedDamage);
@@ -1508,6 +1510,28 @@ impl Oracle {
                     .map(|(parent, _)| parent)
                     == Some(dir.as_str())
         })
+    }
+
+    /// Why record `idx` of attempt `id` may be missing from the middle of
+    /// the log: a prune through it ran while the record was live (it had not
+    /// returned when the append started), and the ledger shows that a power
+    /// loss since the last recovery lost the meta file's directory entry,
+    /// so the low-water mark that made the prune's removals safe is gone
+    /// while some removals were kept (seed 20013968: segment 120 removed,
+    /// 121.. resurrected, the old meta back; recovery reports the gap).
+    fn pruned_under_lost_meta(&self, idx: u64, id: usize) -> Option<String> {
+        let started = self.attempts.get(id).map_or(0, |a| a.start);
+        let (k, _, _) = *self.prunes.iter().find(|&&(k, _, end)| k >= idx && end >= started)?;
+        let fs = self.fs.as_ref()?;
+        let meta = self.dir.join("meta").to_string_lossy().into_owned();
+        let tmp = format!("{meta}.wal.tmp");
+        let lost = fs.damage_since(self.recovery_seq).into_iter().find(|d| {
+            d.kind == simfs::DamageKind::UnpersistedDirOp && d.path.as_deref().is_some_and(|p| p == meta || p == tmp)
+        })?;
+        Some(format!(
+            "prune_through({k}) removing it while {}",
+            damage::describe(&lost)
+        ))
     }
 
     /// The operator moved the damaged meta file aside, for the damage
