@@ -163,7 +163,7 @@ pub struct Oracle {
     /// next recovery may start below it, and records below it that a prune
     /// had removed from the meta file's view but not yet from the disk may
     /// come back; cleared by that recovery.
-    meta_lost: Option<u64>,
+    meta_lost: Option<(u64, String)>,
     eio_read: bool,
     /// A failed fsync reverts the page cache (btrfs): a read racing the
     /// stop may see the reverted bytes and report corruption.
@@ -765,7 +765,7 @@ impl Oracle {
                             // sync did not persist: the ledger shows it lost
                             // since the last recovery (seed 1001258).
                             self.cov.mark(Mark::UndoneByLyingSync);
-                        } else if gone && self.meta_lost.is_some_and(|lo| *idx < lo) {
+                        } else if gone && self.meta_lost.as_ref().is_some_and(|(lo, _)| *idx < *lo) {
                             // Pruned, but its segment was still there when
                             // the meta file holding the low-water mark was
                             // lost.
@@ -1514,14 +1514,20 @@ impl Oracle {
 
     /// Why record `idx` of attempt `id` may be missing from the middle of
     /// the log: a prune through it ran while the record was live (it had not
-    /// returned when the append started), and the ledger shows that a power
-    /// loss since the last recovery lost the meta file's directory entry,
-    /// so the low-water mark that made the prune's removals safe is gone
-    /// while some removals were kept (seed 20013968: segment 120 removed,
-    /// 121.. resurrected, the old meta back; recovery reports the gap).
+    /// returned when the append started), and the low-water mark that made
+    /// the prune's removals safe is gone while some removals were kept:
+    /// either the ledger shows that a power loss since the last recovery
+    /// lost the meta file's directory entry (seed 20013968: segment 120
+    /// removed, 121.. resurrected, the old meta back; recovery reports the
+    /// gap), or the operator moved the meta file aside for damage the
+    /// ledger explained (seed 20026547: the log comes back below the mark,
+    /// without the segments the prune had removed).
     fn pruned_under_lost_meta(&self, idx: u64, id: usize) -> Option<String> {
         let started = self.attempts.get(id).map_or(0, |a| a.start);
         let (k, _, _) = *self.prunes.iter().find(|&&(k, _, end)| k >= idx && end >= started)?;
+        if let Some((_, why)) = &self.meta_lost {
+            return Some(format!("prune_through({k}) removing it, its low-water mark in the meta file the operator moved aside for {why}"));
+        }
         let fs = self.fs.as_ref()?;
         let meta = self.dir.join("meta").to_string_lossy().into_owned();
         let tmp = format!("{meta}.wal.tmp");
@@ -1539,7 +1545,7 @@ impl Oracle {
     pub fn meta_lost(&mut self, why: &str) {
         self.event(&format!("operator repair: meta file moved aside for {why}"));
         self.cov.mark(Mark::DamageRepaired);
-        self.meta_lost = Some(self.first_lo);
+        self.meta_lost = Some((self.first_lo, why.to_owned()));
     }
 
     /// Whether any sync failed so far (from SimFs's counters).
