@@ -435,6 +435,12 @@ impl Sim {
         if std::mem::take(&mut self.crashed_since_open) && !heal {
             self.crash_reopens += 1;
         }
+        // Where every record sits now: a reopen without a crash (after the
+        // WAL stopped) follows writes no crash snapshot saw, and the
+        // ledger's excuses need their places (seed 20024483: a record
+        // written after the last snapshot, cut with everything after a
+        // latent sector the operator rewrote).
+        self.ctx.oracle().snapshot_layout();
         let mut pass = (!heal
             && !self.step_pass_done
             && cfg.on(FaultClass::RecoveryStepCrashes)
