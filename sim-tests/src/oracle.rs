@@ -163,7 +163,7 @@ pub struct Oracle {
     /// next recovery may start below it, and records below it that a prune
     /// had removed from the meta file's view but not yet from the disk may
     /// come back; cleared by that recovery.
-    meta_lost: Option<(u64, String)>,
+    meta_lost: Option<(u64, u64, String)>,
     eio_read: bool,
     /// A failed fsync reverts the page cache (btrfs): a read racing the
     /// stop may see the reverted bytes and report corruption.
@@ -765,7 +765,7 @@ impl Oracle {
                             // sync did not persist: the ledger shows it lost
                             // since the last recovery (seed 1001258).
                             self.cov.mark(Mark::UndoneByLyingSync);
-                        } else if gone && self.meta_lost.as_ref().is_some_and(|(lo, _)| *idx < *lo) {
+                        } else if gone && self.meta_lost.as_ref().is_some_and(|(lo, _, _)| *idx < *lo) {
                             // Pruned, but its segment was still there when
                             // the meta file holding the low-water mark was
                             // lost.
@@ -1525,7 +1525,7 @@ impl Oracle {
     fn pruned_under_lost_meta(&self, idx: u64, id: usize) -> Option<String> {
         let started = self.attempts.get(id).map_or(0, |a| a.start);
         let (k, _, _) = *self.prunes.iter().find(|&&(k, _, end)| k >= idx && end >= started)?;
-        if let Some((_, why)) = &self.meta_lost {
+        if let Some((_, _, why)) = &self.meta_lost {
             return Some(format!("prune_through({k}) removing it, its low-water mark in the meta file the operator moved aside for {why}"));
         }
         let fs = self.fs.as_ref()?;
@@ -1540,12 +1540,19 @@ impl Oracle {
         ))
     }
 
+    /// The highest low-water mark the meta file the operator moved aside
+    /// since the last recovery can have held (the largest prune target
+    /// started, `first_hi`), if one was moved aside.
+    pub fn lost_low_water(&self) -> Option<u64> {
+        self.meta_lost.as_ref().map(|(_, hi, _)| *hi)
+    }
+
     /// The operator moved the damaged meta file aside, for the damage
     /// `why` (a ledger entry on it): the low-water mark is gone with it.
     pub fn meta_lost(&mut self, why: &str) {
         self.event(&format!("operator repair: meta file moved aside for {why}"));
         self.cov.mark(Mark::DamageRepaired);
-        self.meta_lost = Some((self.first_lo, why.to_owned()));
+        self.meta_lost = Some((self.first_lo, self.first_hi, why.to_owned()));
     }
 
     /// Whether any sync failed so far (from SimFs's counters).
@@ -1584,6 +1591,16 @@ impl Oracle {
         let fs = self.fs.as_ref()?;
         let ledger = fs.damage();
         if !latent {
+            // A gap below the low-water mark of a meta file the operator
+            // moved aside (for damage the ledger explained): the segments
+            // below it are leftovers of prunes the mark had made safe.
+            if let (Some((_, hi, why)), Error::Corruption { reason, .. }) = (&self.meta_lost, e) {
+                if crate::repair::chain_break(reason).is_some_and(|(at, expected)| at > expected && at <= *hi) {
+                    return Some(format!(
+                        "meta file moved aside for {why}: segments below its low-water mark (at most {hi}) are prune leftovers"
+                    ));
+                }
+            }
             // A naming problem (two active segments, a gap between segment
             // names, a file back from the dead) is explained by a directory
             // operation of the same directory that a lying directory sync

@@ -1025,7 +1025,15 @@ impl Sim {
             let Some(reported) = SegName::parse(&name) else {
                 return false;
             };
-            return if at > expected {
+            let lost_mark = self.ctx.oracle().lost_low_water();
+            return if at > expected && lost_mark.is_some_and(|lo| at <= lo) {
+                // Below the mark of the meta file moved aside: what lies
+                // below the gap was pruned; those segments go, not the log.
+                self.file_repairs += 1;
+                let leftover = |s: SegName| s.last.is_some_and(|l| l < at);
+                self.move_aside_segments(&path, "below the gap, under the lost low-water mark", &leftover)
+                    .await
+            } else if at > expected {
                 self.repair_gap(&path, at, expected, why).await
             } else {
                 self.repair_overlap(&path, at, reported.id).await
