@@ -306,6 +306,18 @@ async fn remove_leftovers<F: Fs>(
     paths: impl Iterator<Item = std::path::PathBuf>,
     report: &mut RecoveryReport,
 ) -> Result<()> {
+    let paths: Vec<_> = paths.collect();
+    // A segment is a leftover only because another name says so (a
+    // compaction output covering it, a meta file's low-water mark above it,
+    // a truncation's rewritten holder), and that name may still be only in
+    // the page cache (a process crash right after its rename). It is made
+    // durable before anything it justifies goes: otherwise a power loss can
+    // keep the removals and lose the name (seed 20016724: a compaction
+    // output's rename lost, two of its four inputs gone, a gap).
+    let segments = paths.iter().any(|p| !p.to_string_lossy().ends_with(TMP_SUFFIX));
+    if segments {
+        fs.sync_dir(dir).await.map_err(|e| Error::io("sync_dir", dir, 0, e))?;
+    }
     let mut first_error = None;
     for path in paths {
         match fs.remove_file(&path).await {
