@@ -229,13 +229,6 @@ const MAX_STEP_CRASHES: u64 = 256;
 /// are sampled, further and further apart.
 const CONSECUTIVE_STEPS: u64 = 128;
 
-/// Whether the recovery step pass may lose power under torn garbage
-/// (`SIM_STEP_PASS_G16=1`): off by default, as that finds the open engine
-/// hazard G16 (see `docs/SIMULATION.md`, "Known WAL bugs").
-pub fn step_pass_g16() -> bool {
-    std::env::var("SIM_STEP_PASS_G16").is_ok_and(|v| v == "1")
-}
-
 /// The durability steps a crash can be placed right after: a successful
 /// write or `set_len` of a segment (or its temporary file) or of the meta
 /// file (or its replacement), after `skip` others.
@@ -461,15 +454,7 @@ impl Sim {
             }
             let step_kind = match &pass {
                 Some(p) => {
-                    let mut kind = self.crash_kind();
-                    if kind == CrashKind::PowerLoss && cfg.on(FaultClass::TornGarbage) && !step_pass_g16() {
-                        // G16 (ARCHITECTURE.md): a power loss while
-                        // recovery's rewrite of the last group is in
-                        // flight, with torn garbage, can lose it though it
-                        // was durable. Open; the pass finds it in about 6
-                        // seeds of 2000 (SIM_STEP_PASS_G16=1).
-                        kind = CrashKind::Process;
-                    }
+                    let kind = self.crash_kind();
                     self.before_crash();
                     self.ctx.oracle().crash_coming();
                     self.ctx.fs.crash_after(p.at, kind);

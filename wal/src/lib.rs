@@ -31,6 +31,7 @@ pub mod codec;
 mod error;
 mod group_commit;
 mod iter;
+mod journal;
 mod lifecycle;
 mod meta;
 mod options;

@@ -24,6 +24,7 @@ use crate::codec::{
     FRAME_HEADER_BYTES, SEGMENT_HEADER_BYTES,
 };
 use crate::error::{Error, Result};
+use crate::journal::{self, Replayed, JOURNAL_NAME};
 use crate::meta::{read_meta, write_meta, CleanMarker, Meta, MetaWriteError, META_NAME};
 use crate::options::RecoveryMode;
 use crate::segment::{
@@ -61,6 +62,10 @@ pub struct RecoveryReport {
     /// records that were not known durable when the last frame was written
     /// (after a crash, or a stop on a failed fsync).
     pub rewritten_bytes: u64,
+    /// Bytes an earlier recovery's rewrite journal put back into the active
+    /// segment: that recovery was interrupted (a crash) while it rewrote or
+    /// cut the segment, and this open finished its work first.
+    pub journal_replayed_bytes: u64,
 }
 
 /// The recovered state handed to the engine.
@@ -85,13 +90,18 @@ pub(crate) async fn recover<F: Fs>(
     align_bytes: u64,
 ) -> Result<Recovered<F>> {
     let mut report = RecoveryReport::default();
+    // An earlier recovery's interrupted rewrite is finished first, before
+    // anything reads the segment it was writing.
+    if let Replayed::Bytes(n) = journal::replay(fs, dir).await? {
+        report.journal_replayed_bytes = n;
+    }
     let mut meta = read_meta(fs, dir).await?;
     let entries = fs.read_dir(dir).await.map_err(|e| Error::io("read_dir", dir, 0, e))?;
     let mut sealed: Vec<(SegmentName, String)> = Vec::new();
     let mut active: Vec<(SegmentName, String)> = Vec::new();
     let mut leftovers = Vec::new();
     for entry in entries {
-        if entry.name == META_NAME && !entry.is_dir {
+        if (entry.name == META_NAME || entry.name == JOURNAL_NAME) && !entry.is_dir {
             continue;
         }
         if entry.name.ends_with(TMP_SUFFIX) && !entry.is_dir {
@@ -174,6 +184,7 @@ pub(crate) async fn recover<F: Fs>(
     };
     let mut active_file = None;
     let mut to_finish = None;
+    let mut journaled = false;
     if let Some((name, file_name)) = active.first() {
         let path = dir.join(file_name);
         let clean = meta.and_then(|m| m.clean).filter(|c| c.active_id == name.id());
@@ -186,7 +197,7 @@ pub(crate) async fn recover<F: Fs>(
                 report.clean_reopen = true;
                 s
             }
-            None => scan_active(fs, &path, name.id(), name.first(), mode, &mut report).await?,
+            None => scan_active(fs, &path, name.id(), name.first(), mode, align_bytes, &mut report).await?,
         };
         match scan {
             ActiveScan::Torn => {
@@ -228,7 +239,9 @@ pub(crate) async fn recover<F: Fs>(
                 sparse,
                 sparse_complete,
                 finish,
+                journaled: j,
             } => {
+                journaled = j;
                 report.active_segment = true;
                 let last_index = if next > name.first() { Some(next - 1) } else { None };
                 segments.push(Arc::new(Segment::new(
@@ -255,6 +268,11 @@ pub(crate) async fn recover<F: Fs>(
     // An interrupted prune through the end of the log: the low-water mark
     // is durable, every segment is below it. They are leftovers.
     if let Some(low) = low_water.filter(|&low| next_index < low) {
+        // The journal goes first: it names the active segment, and a
+        // journal outliving its segment is corruption at the next open.
+        if std::mem::take(&mut journaled) {
+            journal::remove(fs, dir).await?;
+        }
         let doomed: Vec<_> = segments.drain(..).map(|seg| seg.path()).collect();
         remove_leftovers(fs, dir, doomed.into_iter(), &mut report).await?;
         report.active_segment = false;
@@ -268,6 +286,12 @@ pub(crate) async fn recover<F: Fs>(
     fs.sync_dir(dir).await.map_err(|e| Error::io("sync_dir", dir, 0, e))?;
     if let Some((file, path, end, len)) = to_finish {
         finish_active(&*file, &path, end, len, &mut report).await?;
+    }
+    // The rewrite and the cut are durable: the journal's copy is not needed
+    // any more, and must not outlive this open (a replay after the log moved
+    // on would write old bytes over newer ones).
+    if journaled {
+        journal::remove(fs, dir).await?;
     }
     // The first index never moves backwards: the low-water mark holds it
     // even when every segment is gone.
@@ -528,6 +552,7 @@ async fn fast_open<F: Fs>(
         sparse: Vec::new(),
         sparse_complete: false,
         finish: None,
+        journaled: false,
     }))
 }
 
@@ -600,6 +625,9 @@ enum ActiveScan<Fl> {
         /// `finish_active` (cut from `end_offset`, fsync). `None` after a
         /// clean reopen (nothing to cut).
         finish: Option<u64>,
+        /// The scan wrote the rewrite journal (`journal`): `recover` removes
+        /// it, durably, once the rewrite and the cut are done.
+        journaled: bool,
     },
 }
 
@@ -610,6 +638,7 @@ async fn scan_active<F: Fs>(
     id: u64,
     first: u64,
     mode: RecoveryMode,
+    align_bytes: u64,
     report: &mut RecoveryReport,
 ) -> Result<ActiveScan<F::File>> {
     let file = fs
@@ -717,7 +746,27 @@ async fn scan_active<F: Fs>(
     // When no record of this segment is known durable, neither is its
     // header: its creation's fsync may be the one that failed. Rewrite it too.
     let from_index = (durable_hint > first).then_some(durable_hint);
-    report.rewritten_bytes = rewrite_tail(&file, path, seed, &sparse, from_index, committed_end).await?;
+    let from = rewrite_start(&file, path, seed, &sparse, from_index, committed_end).await?;
+    // Both the rewrite and the cut (`finish_active`, at `committed_end`:
+    // the filesystem rewrites the atomic unit holding it) put bytes in
+    // flight that may have been durable; the journal holds a durable copy
+    // of all of them until the open is done (G16, G19: `journal`).
+    let unit_start = committed_end - committed_end % align_bytes.max(1);
+    let journal_from = if len > committed_end {
+        from.min(unit_start)
+    } else {
+        from
+    };
+    let journaled = journal_from < committed_end;
+    if journaled {
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        journal::write(fs, dir, &name, &*file, journal_from, committed_end).await?;
+    }
+    report.rewritten_bytes = rewrite_tail(&file, path, from, committed_end).await?;
     file.sync_data().await.map_err(|e| Error::io("sync_data", path, 0, e))?;
     // The cut waits for `finish_active`, the open's last fallible step.
     Ok(ActiveScan::Valid {
@@ -727,6 +776,7 @@ async fn scan_active<F: Fs>(
         sparse,
         sparse_complete: true,
         finish: Some(len),
+        journaled,
     })
 }
 
@@ -820,13 +870,15 @@ impl Scan {
     }
 }
 
-/// Rewrites, byte for byte, the frames from the record `from_index` (from
-/// the start of the file for `None`) to `end`, so that a following fsync
-/// writes them whatever the page cache's state (see `scan_active`). The first
-/// of them starts a group written after an fsync, so with
-/// `durable_alignment_bytes` padding it starts on a fresh block: no sector
-/// holding acknowledged records is touched. Returns the bytes rewritten.
-async fn rewrite_tail<Fl: File>(
+/// Where the rewrite of what is not known durable starts: the frame of
+/// record `from_index`, or the start of the file (the header too) for
+/// `None`. The frames from there to `end` are written back byte for byte so
+/// that a following fsync writes them whatever the page cache's state (see
+/// `scan_active`). The first of them starts a group written after an fsync,
+/// so with `durable_alignment_bytes` padding it usually starts on a fresh
+/// block; the rewrite journal covers the cases where it does not, and the
+/// acknowledged group nothing on disk marks as durable.
+async fn rewrite_start<Fl: File>(
     file: &Arc<Fl>,
     path: &Path,
     seed: FrameSeed,
@@ -834,7 +886,7 @@ async fn rewrite_tail<Fl: File>(
     from_index: Option<u64>,
     end: u64,
 ) -> Result<u64> {
-    let from = match from_index {
+    Ok(match from_index {
         None => 0,
         Some(from_index) => {
             let pos = sparse.partition_point(|&(i, _)| i <= from_index);
@@ -850,7 +902,12 @@ async fn rewrite_tail<Fl: File>(
                 }
             }
         }
-    };
+    })
+}
+
+/// Writes `[from, end)` of the active segment back byte for byte (see
+/// [`rewrite_start`]); the caller fsyncs. Returns the bytes rewritten.
+async fn rewrite_tail<Fl: File>(file: &Arc<Fl>, path: &Path, from: u64, end: u64) -> Result<u64> {
     const CHUNK: u64 = 1 << 20;
     let mut buf = Vec::new();
     let mut pos = from;
