@@ -590,7 +590,7 @@ impl<T> Log<T> {
     /// the log continues at `from` (clamped to `[first, next]`).
     pub fn cut(&mut self, from: u64) {
         let at = from.clamp(self.first, self.next);
-        drop(self.records.split_off(&from.max(self.first)));
+        drop(self.records.split_off(&at));
         drop(self.boundaries.split_off(&at.saturating_add(1)));
         self.boundaries.insert(at);
         self.next = at;

@@ -452,3 +452,12 @@ fn messages_name_the_index_and_cut_long_records() {
     assert!(s.starts_with("index 0: holds another record"), "{s}");
     assert!(s.len() < 400, "{s}");
 }
+
+#[test]
+fn a_cut_past_the_next_index_removes_what_may_have_been_written_too() {
+    let mut log = L::new(0);
+    log.acknowledge(vec!["a"], true).unwrap();
+    log.maybe_written(vec!["m", "n"]);
+    log.cut(2);
+    assert_eq!((log.next(), log.end(), log.state(1)), (1, 1, None));
+}
