@@ -30,6 +30,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use simfs::{CrashKind, SimFs};
 use tracing::info;
 use wal::{Error, RecoveryReport};
+use wal_model::{Log, Problem};
 
 use crate::config::{FaultClass, RunConfig, SyncKind};
 use crate::coverage::{Coverage, Mark};
@@ -102,22 +103,15 @@ struct Instance {
     unsynced: Vec<usize>,
     /// Tick at which a `Stopped` result was first seen.
     stopped_at: Option<u64>,
-    /// The live log as it must be at the next quiescent point: the log at
-    /// open, plus acknowledged appends, minus pruned and truncated records.
-    model: BTreeMap<u64, Slot>,
-    /// First index of the model.
-    model_first: u64,
-    /// Next index of the model (before `max(model_first)`).
-    model_next: u64,
-    /// Acknowledged indices are never below this (the end at open, lowered
-    /// by truncations).
-    floor: u64,
-    /// The log was emptied by a full prune and nothing was admitted since:
-    /// an `append_at(j)` above the next index may start it at `j`.
-    reseatable: bool,
-    /// The model is exact (false after a lifecycle operation failed in a
-    /// way that leaves memory and disk undetermined until reopen).
-    model_valid: bool,
+    /// The live log as it must be at the next quiescent point, in the shared
+    /// model (`wal-model`): the log at open, plus acknowledged appends, minus
+    /// pruned and truncated records. It keeps the floor acknowledged indices
+    /// are never below (the end at open, moved by truncations, prunes and
+    /// snapshot installs), whether a full prune left it reseatable (an
+    /// `append_at(j)` above the next index may start it at `j`), and whether
+    /// it is exact (not after a lifecycle operation failed in a way that
+    /// leaves memory and disk undetermined until reopen).
+    log: Log<Slot>,
     /// With the write buffer: records below this index were in the segment
     /// file when a read or an iterator returned one of them (reads write the
     /// buffer first), so they survive a process crash. Lowered by
@@ -255,10 +249,7 @@ impl Oracle {
             must: BTreeMap::new(),
             inst: Instance {
                 open_next: cfg.first_index,
-                model_first: cfg.first_index,
-                model_next: cfg.first_index,
-                floor: cfg.first_index,
-                model_valid: true,
+                log: Log::new(cfg.first_index),
                 ..Instance::default()
             },
             cov: Coverage::default(),
@@ -327,7 +318,7 @@ impl Oracle {
         let lens_s: Vec<usize> = records.iter().map(|r| r.1).collect();
         self.event(&format!("w{writer} #{id} {what}{at_s} lens {lens_s:?} start"));
         if let Some(j) = at {
-            if self.inst.reseatable && j > self.model_next() {
+            if self.inst.log.reseatable() && j > self.model_next() {
                 // A snapshot install may start the log at `j`, whatever the
                 // outcome (the WAL moves its first index on admission).
                 self.first_hi = self.first_hi.max(j);
@@ -411,52 +402,55 @@ impl Oracle {
                 let model_next = self.model_next();
                 // Only appends at caller-chosen indices run with no other
                 // appender (concurrent acknowledgements arrive out of order).
-                if *first > model_next && self.inst.model_valid && at.is_some() {
+                if *first > model_next && self.inst.log.exact() && at.is_some() {
                     // Only an emptied log may jump forward (snapshot install).
-                    if at.is_some() && self.inst.reseatable {
+                    if self.inst.log.reseat(*first).is_ok() {
                         self.cov.mark(Mark::SnapshotInstall);
                         self.event(&format!("snapshot install: the log now starts at {first}"));
-                        self.inst.model_first = *first;
-                        self.inst.floor = *first;
                     } else {
                         self.violation(format!(
                             "#{id}: acknowledged at {first}, above the next index {model_next}, but the log was not emptied by a prune"
                         ));
                     }
                 }
-                self.inst.reseatable = false;
-                let lens: Vec<usize> = self
+                let slots: Vec<Slot> = self
                     .attempts
                     .get(id)
-                    .map(|a| a.records.iter().map(|r| r.1).collect())
+                    .map(|a| {
+                        a.records
+                            .iter()
+                            .enumerate()
+                            .map(|(k, r)| if r.1 == 0 { Slot::Empty } else { Slot::Rec(id, k) })
+                            .collect()
+                    })
                     .unwrap_or_default();
+                // The model skips records pruned before this acknowledgement
+                // reached us (a full prune drains the queue first), and
+                // refuses an index below its floor or one acknowledged twice.
+                let log_first = self.inst.log.first();
+                if let Err(m) = self.inst.log.acknowledge_at(*first, slots, self.syncs_every_append) {
+                    self.violation(match m.problem {
+                        Problem::BelowFloor { floor } => format!(
+                            "#{id}: acknowledged index {} is below the log's end at open or truncation ({floor})",
+                            m.index
+                        ),
+                        Problem::Taken => match self.inst.acked.get(&m.index) {
+                            Some(prev) => format!("#{id}: index {} acknowledged twice (also #{})", m.index, prev.0),
+                            None => format!("#{id}: index {} acknowledged twice (also {:?})", m.index, m.want),
+                        },
+                        _ => format!("#{id}: {m}"),
+                    });
+                }
                 for k in 0..n {
                     let idx = first + k;
-                    if idx < self.inst.model_first {
-                        // Pruned before this acknowledgement reached us (a
-                        // full prune drains the queue first).
+                    if idx < log_first {
                         continue;
                     }
-                    if idx < self.inst.floor {
-                        self.violation(format!(
-                            "#{id}: acknowledged index {idx} is below the log's end at open or truncation ({})",
-                            self.inst.floor
-                        ));
-                    }
-                    if let Some(prev) = self.inst.acked.insert(idx, (id, k as usize)) {
-                        self.violation(format!("#{id}: index {idx} acknowledged twice (also #{})", prev.0));
-                    }
-                    let slot = if lens.get(k as usize).copied().unwrap_or(0) == 0 {
-                        Slot::Empty
-                    } else {
-                        Slot::Rec(id, k as usize)
-                    };
-                    self.inst.model.insert(idx, slot);
+                    self.inst.acked.insert(idx, (id, k as usize));
                     if self.syncs_every_append {
                         self.must.insert(idx, (id, k as usize));
                     }
                 }
-                self.inst.model_next = self.inst.model_next.max(first + n);
                 if !self.syncs_every_append {
                     self.inst.unsynced.push(id);
                 }
@@ -464,17 +458,15 @@ impl Oracle {
             }
             Err(Error::AppendFailed { .. }) => {
                 if let Some(j) = at {
-                    if self.inst.reseatable && self.inst.model_valid && j > self.model_next() {
-                        // The WAL moves an emptied log to `j` on admission and
-                        // keeps it there when the write fails (memory only: a
-                        // reopen starts at the low-water mark again).
+                    // The WAL moves an emptied log to `j` on admission and
+                    // keeps it there when the write fails (memory only: a
+                    // reopen starts at the low-water mark again).
+                    if self.inst.log.exact() && self.inst.log.reseat(j).is_ok() {
                         self.event(&format!("failed snapshot install: the live log now starts at {j}"));
-                        self.inst.model_first = j;
-                        self.inst.model_next = j;
-                        self.inst.floor = j;
                     }
                 }
-                self.inst.reseatable = false;
+                // Admitted: the log is no longer reseatable.
+                self.inst.log.append_failed(&[]);
                 let full = result.as_ref().err().is_some_and(Error::is_storage_full);
                 self.cov.mark(if full {
                     Mark::EnospcCutBack
@@ -540,7 +532,7 @@ impl Oracle {
             for k in 0..n.min(cut.unwrap_or(usize::MAX)) {
                 let idx = first + k as u64;
                 // Pruned or truncated records are not in the log any more.
-                if idx >= self.inst.model_first && self.inst.acked.get(&idx) == Some(&(id, k)) {
+                if idx >= self.inst.log.first() && self.inst.acked.get(&idx) == Some(&(id, k)) {
                     self.must.insert(idx, (id, k));
                 }
             }
@@ -854,48 +846,44 @@ impl Oracle {
     pub fn check_live(&mut self, first: u64, next: u64, slots: &[Slot]) {
         // The scan read everything: the whole log is in the files.
         self.inst.written_next = self.inst.written_next.max(next);
-        if !self.inst.model_valid {
+        let records = slots.iter().enumerate().map(|(j, s)| (first + j as u64, s));
+        let Err(m) = self.inst.log.live(first, next, records) else {
             return;
-        }
-        let want_first = self.inst.model_first;
-        let want_next = self.model_next();
-        if first != want_first || next != want_next {
-            self.violation(format!(
+        };
+        let (want_first, want_next) = self.model_range();
+        let v = match m.problem {
+            Problem::WrongFirst { .. } | Problem::WrongNext { .. } => format!(
                 "live log is [{first}, {next}), but the model (log at open: {} records to {}, {} acknowledged since, prunes and truncations) is [{want_first}, {want_next})",
                 self.inst.open_slots.len(),
                 self.inst.open_next,
                 self.inst.acked.len()
-            ));
-            return;
-        }
-        for (j, s) in slots.iter().enumerate() {
-            let idx = first + j as u64;
-            let want = self.inst.model.get(&idx).copied();
-            if want != Some(*s) {
-                self.violation(format!("live log: index {idx} holds {s:?}, the model says {want:?}"));
-                return;
-            }
-        }
+            ),
+            _ => format!(
+                "live log: index {} holds {:?}, the model says {:?} ({})",
+                m.index, m.got, m.want, m.problem
+            ),
+        };
+        self.violation(v);
     }
 
     /// The next index of the model.
     pub fn model_next(&self) -> u64 {
-        self.inst.model_next.max(self.inst.model_first)
+        self.inst.log.next()
     }
 
     /// `[first, next)` of the model.
     pub fn model_range(&self) -> (u64, u64) {
-        (self.inst.model_first, self.model_next())
+        (self.inst.log.first(), self.inst.log.next())
     }
 
     /// Whether a full prune emptied the log and nothing was admitted since.
     pub fn reseatable(&self) -> bool {
-        self.inst.reseatable && self.inst.model_valid
+        self.inst.log.reseatable() && self.inst.log.exact()
     }
 
     /// Whether the model is exact.
     pub fn model_valid(&self) -> bool {
-        self.inst.model_valid
+        self.inst.log.exact()
     }
 
     /// Whether a prune ran concurrently with an operation started at tick
@@ -950,14 +938,8 @@ impl Oracle {
                     self.cov.mark(Mark::PruneDone);
                 }
                 self.first_lo = self.first_lo.max(nf);
-                self.apply_prune(nf);
-                let full = k >= first && nf == k.saturating_add(1) && self.model_next() <= nf;
-                if full {
+                if self.apply_prune(first, k, nf) {
                     self.cov.mark(Mark::FullPrune);
-                    if self.inst.model_valid {
-                        self.inst.model_next = nf;
-                        self.inst.reseatable = true;
-                    }
                 }
             }
             Err(e) if e.is_stopped() => {}
@@ -970,13 +952,14 @@ impl Oracle {
         }
     }
 
-    /// Everything below `nf` is gone for good.
-    fn apply_prune(&mut self, nf: u64) {
-        self.inst.model_first = self.inst.model_first.max(nf);
-        self.inst.model = self.inst.model.split_off(&nf);
+    /// Everything below `nf` is gone for good (a prune through `k` that
+    /// began when the first index was `first`). Whether it emptied the log
+    /// (which the model then takes as reseatable).
+    fn apply_prune(&mut self, first: u64, k: u64, nf: u64) -> bool {
+        let full = self.inst.log.prune_seen(first, k, nf);
         self.inst.acked = self.inst.acked.split_off(&nf);
         self.must = self.must.split_off(&nf);
-        self.inst.floor = self.inst.floor.max(nf);
+        full
     }
 
     /// The control task starts a truncation of everything at or above `from`.
@@ -986,7 +969,7 @@ impl Oracle {
         self.leases.truncate_begin();
         self.event(&format!(
             "ctl {what} start (model [{}, {}))",
-            self.inst.model_first,
+            self.inst.log.first(),
             self.model_next()
         ));
         start
@@ -1008,15 +991,15 @@ impl Oracle {
             .acked
             .range(from..)
             .map(|(_, r)| *r)
-            .chain(self.inst.model.range(from..).filter_map(|(_, s)| match s {
+            .chain(self.inst.log.range(from..).filter_map(|(_, s)| match s {
                 Slot::Rec(id, k) => Some((*id, *k)),
                 Slot::Empty => None,
             }))
             .collect();
         // The attempt holding `from - 1` may continue at `from` (its tail
         // may be empty records, which carry no identity in the model).
-        let below = self.inst.model.range(..from).rev().take(64).find_map(|(i, s)| match s {
-            Slot::Rec(id, k) => Some((*i, *id, *k)),
+        let below = self.inst.log.range(..from).rev().take(64).find_map(|(i, s)| match s {
+            Slot::Rec(id, k) => Some((i, *id, *k)),
             Slot::Empty => None,
         });
         let mut cut = cut;
@@ -1056,7 +1039,7 @@ impl Oracle {
         self.failstop(start, result.as_ref().map(|_| ()), "truncate");
         match result {
             Ok(()) => {
-                if !valid && self.inst.model_valid {
+                if !valid && self.inst.log.exact() {
                     self.violation(format!("{what}: Ok for an argument outside the log [{first}, {next}]"));
                     return;
                 }
@@ -1066,21 +1049,19 @@ impl Oracle {
                         if k > 0 {
                             self.cov.mark(Mark::TruncateInBatch);
                         }
-                    } else if let Some(Slot::Rec(_, k)) = self.inst.model.get(&from) {
+                    } else if let Some(Slot::Rec(_, k)) = self.inst.log.get(from) {
                         if *k > 0 {
                             self.cov.mark(Mark::TruncateInBatch);
                         }
                     }
                 }
-                // Records removed by an Ok truncation never come back.
+                // Records removed by an Ok truncation never come back; the
+                // log continues at `from`.
                 self.remove_from(from);
-                self.inst.model_next = from;
-                self.inst.floor = from;
-                self.inst.reseatable = false;
             }
             Err(Error::OutOfRange { .. }) => {
                 self.cov.mark(Mark::TruncateRefused);
-                if valid && self.inst.model_valid {
+                if valid && self.inst.log.exact() {
                     self.violation(format!("{what}: OutOfRange though the log is [{first}, {next})"));
                 }
             }
@@ -1088,11 +1069,11 @@ impl Oracle {
                 if valid {
                     self.truncation_may_cut(from);
                 }
-                self.inst.model_valid = false;
+                self.inst.log.undetermined();
             }
             Err(e) => {
                 self.violation(format!("{what} returned {e}"));
-                self.inst.model_valid = false;
+                self.inst.log.undetermined();
             }
         }
     }
@@ -1183,9 +1164,10 @@ impl Oracle {
             } else {
                 u64::MAX
             };
+            let first = self.inst.log.first();
             self.inst
                 .acked
-                .range(self.inst.model_first..upto.max(self.inst.model_first))
+                .range(first..upto.max(first))
                 .map(|(i, r)| (*i, *r))
                 .collect()
         } else {
@@ -1361,14 +1343,11 @@ impl Oracle {
                 }
             }
         }
+        // `check_scan` made sure `next` is `first + slots.len()`.
         self.inst = Instance {
             open_next: next,
             open_slots: slots.to_vec(),
-            model: slots.iter().enumerate().map(|(j, s)| (first + j as u64, *s)).collect(),
-            model_first: first,
-            model_next: next,
-            floor: next,
-            model_valid: true,
+            log: Log::from_recovered(first, slots.iter().copied()),
             ..Instance::default()
         };
         self.event(&format!("recovered [{first}, {next}) report {report:?}"));
@@ -1410,11 +1389,11 @@ impl Oracle {
 
     /// Marks every record of the model at `from` and above gone by request
     /// (a truncation that returned `Ok`, or an operator's cut): they must
-    /// never come back.
+    /// never come back, and the model continues at `from`.
     fn remove_from(&mut self, from: u64) {
         let removed: Vec<(usize, usize)> = self
             .inst
-            .model
+            .log
             .range(from..)
             .filter_map(|(_, s)| match s {
                 Slot::Rec(id, k) => Some((*id, *k)),
@@ -1427,7 +1406,7 @@ impl Oracle {
                 a.gone_from = a.gone_from.min(k);
             }
         }
-        drop(self.inst.model.split_off(&from));
+        self.inst.log.cut(from);
         drop(self.inst.acked.split_off(&from));
     }
 

@@ -1,5 +1,5 @@
 //! The `ops` target: sequences of operations, crashes and faults, checked
-//! against a model of the log.
+//! against the shared model of the log (`wal-model`).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -9,6 +9,7 @@ use futures::executor::block_on;
 use futures::future::join_all;
 use simfs::{CrashKind, FaultConfig, FaultKind, SimConfig, SimFs, SyncFailureProfile, YieldClock};
 use wal::{Error, Options, SyncPolicy, Wal};
+use wal_model::{Crash, Log};
 
 use crate::enc::{Enc, Encode};
 
@@ -205,62 +206,18 @@ fn level(x: u8) -> f64 {
     [0.0, 0.05, 0.3, 1.0][usize::from(x % 4)]
 }
 
-/// What the log must hold.
-struct Model {
-    first: u64,
-    /// Records in the log of the current incarnation (acknowledged or recovered).
-    known: Vec<Vec<u8>>,
-    /// Records after `known` whose append failed in a way that does not rule
-    /// out that they were written (`Stopped`).
-    maybe: Vec<Vec<u8>>,
-    /// Lengths of `known ++ maybe` at which the log may end (commit units).
-    boundaries: Vec<usize>,
-    /// This many records of `known` survive a power loss.
-    durable_floor: usize,
-    /// This many records of `known` survive a process crash (they are in the page cache).
-    cache_floor: usize,
-    stopped: bool,
-    /// Records created so far (names payloads).
-    serial: u64,
-}
-
-impl Model {
-    fn next(&self) -> u64 {
-        self.first + self.known.len() as u64
-    }
-
-    fn payload(&mut self, p: Payload) -> Vec<u8> {
-        self.serial += 1;
-        let len = usize::from(p.len) % (MAX_RECORD + 100);
-        let tag = self.serial.to_le_bytes();
-        (0..len).map(|i| tag[i % 8] ^ (i / 8) as u8).collect()
-    }
-
-    fn acknowledge(&mut self, records: Vec<Vec<u8>>, manual: bool) {
-        assert!(
-            self.maybe.is_empty(),
-            "an append succeeded after one that stopped the WAL"
-        );
-        self.known.extend(records);
-        self.boundaries.push(self.known.len());
-        self.cache_floor = self.known.len();
-        if !manual {
-            self.durable_floor = self.known.len();
-        }
-    }
-
-    fn maybe_written(&mut self, records: Vec<Vec<u8>>) {
-        self.maybe.extend(records);
-        self.boundaries.push(self.known.len() + self.maybe.len());
-    }
-}
-
 struct Runner {
     fs: SimFs,
     cfg: Config,
     opts: Options,
     wal: Option<Wal<SimFs>>,
-    model: Model,
+    /// What the log must hold (acknowledged, recovered and maybe-written
+    /// records, commit units, what survives which crash).
+    model: Log<Vec<u8>>,
+    /// A `Stopped` result was seen since the last open.
+    stopped: bool,
+    /// Records created so far (names payloads).
+    serial: u64,
     garbage_allowed: bool,
     /// Every WAL call of the current step succeeded.
     last_ok: bool,
@@ -334,16 +291,7 @@ async fn run(input: &OpsInput) {
         Ok(w) => w,
         Err(e) => panic!("open of an empty directory failed: {e}"),
     };
-    let model = Model {
-        first: u64::from(cfg.first_index),
-        known: Vec::new(),
-        maybe: Vec::new(),
-        boundaries: vec![0],
-        durable_floor: 0,
-        cache_floor: 0,
-        stopped: false,
-        serial: 0,
-    };
+    let model = Log::new(u64::from(cfg.first_index));
     let mut r = Runner {
         fs,
         // Torn garbage may take acknowledged records only where the writer
@@ -353,6 +301,8 @@ async fn run(input: &OpsInput) {
         opts,
         wal: Some(wal),
         model,
+        stopped: false,
+        serial: 0,
         last_ok: true,
         failures_at_step: 0,
         last_result: String::new(),
@@ -372,6 +322,21 @@ impl Runner {
         }
     }
 
+    /// A payload of `p.len % (MAX_RECORD + 100)` bytes naming the record.
+    fn payload(&mut self, p: Payload) -> Vec<u8> {
+        self.serial += 1;
+        let len = usize::from(p.len) % (MAX_RECORD + 100);
+        let tag = self.serial.to_le_bytes();
+        (0..len).map(|i| tag[i % 8] ^ (i / 8) as u8).collect()
+    }
+
+    /// An append returned `Ok`: its records are in the log.
+    fn acknowledge(&mut self, records: Vec<Vec<u8>>) {
+        if let Err(e) = self.model.acknowledge(records, !self.cfg.manual) {
+            panic!("append acknowledged against the model: {e}");
+        }
+    }
+
     fn sync_failures(&self) -> u64 {
         self.fs.counters().get(FaultKind::SyncFail)
     }
@@ -379,27 +344,27 @@ impl Runner {
     async fn step(&mut self, op: &Op) {
         let failures_before = self.sync_failures();
         self.failures_at_step = failures_before;
-        let was_stopped = self.model.stopped;
+        let was_stopped = self.stopped;
         self.last_ok = true;
         match op {
             Op::Append(p) => {
-                let rec = self.model.payload(*p);
+                let rec = self.payload(*p);
                 let res = self.wal().append(rec.clone()).await;
                 self.check_append(vec![rec], None, res);
             }
             Op::AppendBatch(v) => {
-                let recs: Vec<Vec<u8>> = v.iter().take(12).map(|p| self.model.payload(*p)).collect();
+                let recs: Vec<Vec<u8>> = v.iter().take(12).map(|p| self.payload(*p)).collect();
                 let res = self.wal().append_batch(recs.clone()).await;
                 self.check_append(recs, None, res);
             }
             Op::AppendAt { delta, payload } => {
-                let rec = self.model.payload(*payload);
+                let rec = self.payload(*payload);
                 let at = self.model.next().wrapping_add(*delta as i64 as u64);
                 let res = self.wal().append_at(at, rec.clone()).await;
                 self.check_append(vec![rec], Some(at), res);
             }
             Op::AppendBatchAt { delta, records } => {
-                let recs: Vec<Vec<u8>> = records.iter().take(12).map(|p| self.model.payload(*p)).collect();
+                let recs: Vec<Vec<u8>> = records.iter().take(12).map(|p| self.payload(*p)).collect();
                 let at = self.model.next().wrapping_add(*delta as i64 as u64);
                 let res = self.wal().append_batch_at(at, recs.clone()).await;
                 self.check_append(recs, Some(at), res);
@@ -409,11 +374,17 @@ impl Runner {
             Op::Iterate(at) => self.iterate(*at).await,
             Op::Rotate => {
                 let res = self.wal().rotate().await;
-                self.check_control("rotate", res);
+                // A seal syncs what it seals.
+                if self.check_control("rotate", res) {
+                    self.model.synced();
+                }
             }
             Op::Sync => {
                 let res = self.wal().sync().await;
-                self.check_control("sync", res);
+                // Every append that returned before it is durable.
+                if self.check_control("sync", res) {
+                    self.model.synced();
+                }
             }
             Op::Reopen => {
                 let wal = self.take_wal();
@@ -426,10 +397,11 @@ impl Runner {
                         e.is_stopped() || matches!(e, Error::Io { .. }),
                         "close failed with {e:?}"
                     );
-                    self.model.stopped |= e.is_stopped();
+                    self.stopped |= e.is_stopped();
                     self.last_ok = false;
                 } else {
                     assert!(!was_stopped, "close of a stopped WAL returned Ok");
+                    self.model.synced();
                 }
                 if let Ok(mut it) = it {
                     match it.next().await {
@@ -480,33 +452,32 @@ impl Runner {
         }
         if self.sync_failures() > failures_before {
             // A failed sync may revert (btrfs) or strand unsynced page-cache data.
-            self.model.cache_floor = self.model.durable_floor;
+            self.model.sync_failed();
             let during_wal_call = !matches!(op, Op::Reopen | Op::DropReopen | Op::ProcessCrash | Op::PowerLoss);
             // A failed fsync stops the WAL, unless it was the fsync of a
             // temporary file that was then discarded and the call failed
             // (meta file: `AppendFailed`/`Io`, the WAL goes on).
             if during_wal_call {
                 assert!(
-                    self.model.stopped || !self.last_ok,
+                    self.stopped || !self.last_ok,
                     "a sync failed during {op:?}, the call succeeded and the WAL did not stop"
                 );
             }
         }
         if let Some(w) = &self.wal {
-            assert_eq!(w.first_index(), self.model.first);
+            assert_eq!(w.first_index(), self.model.first());
             assert_eq!(w.next_index(), self.model.next(), "next_index after {op:?}");
             assert_eq!(
                 w.stopped().is_some(),
-                self.model.stopped,
+                self.stopped,
                 "stopped() after {op:?}, which returned {}: {:?}",
                 self.last_result,
                 w.stopped()
             );
-            if !self.model.stopped {
+            if !self.stopped {
                 let claimed = w.durable_next();
                 assert!(claimed <= self.model.next());
-                let claimed = (claimed - self.model.first) as usize;
-                self.model.durable_floor = self.model.durable_floor.max(claimed);
+                self.model.durable_through(claimed);
             }
         }
     }
@@ -521,7 +492,7 @@ impl Runner {
     /// The error an append must fail with before it is admitted, if any.
     fn precheck(&self, records: &[Vec<u8>], at: Option<u64>) -> Option<&'static str> {
         // A stopped WAL answers Stopped before it checks arguments.
-        if self.model.stopped {
+        if self.stopped {
             return Some("Stopped");
         }
         if records.is_empty() {
@@ -548,7 +519,7 @@ impl Runner {
             (Some(want), Ok(i)) => panic!("append returned Ok({i}), expected {want}"),
             (None, Ok(i)) => {
                 assert_eq!(i, self.model.next(), "append returned the wrong index");
-                self.model.acknowledge(records, self.cfg.manual);
+                self.acknowledge(records);
             }
             (None, Err(e)) => self.append_failed(records, e, true),
         }
@@ -561,33 +532,41 @@ impl Runner {
         match &e {
             // Nothing of the append is in the log and the WAL goes on: a
             // WAL that stopped during the append reports `Stopped`.
-            Error::AppendFailed { .. } => assert!(
-                !last || self.wal().stopped().is_none(),
-                "append returned {e} but the WAL is stopped: {:?}",
-                self.wal().stopped()
-            ),
+            Error::AppendFailed { .. } => {
+                assert!(
+                    !last || self.wal().stopped().is_none(),
+                    "append returned {e} but the WAL is stopped: {:?}",
+                    self.wal().stopped()
+                );
+                self.model.append_failed(&records);
+            }
             Error::Stopped { .. } => {
-                self.model.stopped = true;
+                self.stopped = true;
                 self.model.maybe_written(records);
             }
             other => panic!("an admitted append failed with {other:?}"),
         }
     }
 
-    fn check_control(&mut self, what: &str, res: wal::Result<()>) {
+    /// Checks the result of `rotate` or `sync`; whether it was `Ok`.
+    fn check_control(&mut self, what: &str, res: wal::Result<()>) -> bool {
         match res {
-            Ok(()) => assert!(!self.model.stopped, "{what} on a stopped WAL returned Ok"),
-            Err(e) if e.is_stopped() => self.model.stopped = true,
+            Ok(()) => {
+                assert!(!self.stopped, "{what} on a stopped WAL returned Ok");
+                return true;
+            }
+            Err(e) if e.is_stopped() => self.stopped = true,
             // A meta-file write that failed before it replaced anything: the
             // WAL goes on.
-            Err(Error::Io { .. }) if !self.model.stopped => self.last_ok = false,
+            Err(Error::Io { .. }) if !self.stopped => self.last_ok = false,
             Err(e) => panic!("{what} failed with {e:?}"),
         }
+        false
     }
 
     async fn concurrent(&mut self, v: &[Payload]) {
-        let recs: Vec<Vec<u8>> = v.iter().take(8).map(|p| self.model.payload(*p)).collect();
-        let stopped_before = self.model.stopped;
+        let recs: Vec<Vec<u8>> = v.iter().take(8).map(|p| self.payload(*p)).collect();
+        let stopped_before = self.stopped;
         let wal = self.wal();
         let results = join_all(recs.iter().map(|r| wal.append(r.clone()))).await;
         // Admission order is poll order. Requests after the one that stopped
@@ -609,7 +588,7 @@ impl Runner {
                 match res {
                     Ok(i) => {
                         assert_eq!(i, self.model.next(), "concurrent append returned the wrong index");
-                        self.model.acknowledge(vec![rec], self.cfg.manual);
+                        self.acknowledge(vec![rec]);
                     }
                     Err(e) => self.append_failed(vec![rec], e, stopped_at.is_none_or(|s| s < k)),
                 }
@@ -618,31 +597,30 @@ impl Runner {
     }
 
     async fn read(&mut self, at: u16) {
-        let span = self.model.known.len() as u64 + 2;
-        let index = self.model.first + u64::from(at) % span;
+        let span = self.model.next() - self.model.first() + 2;
+        let index = self.model.first() + u64::from(at) % span;
         let res = self.wal().read(index).await;
         match res {
             Ok(p) => {
-                assert!(!self.model.stopped, "read on a stopped WAL returned Ok");
-                let k = (index - self.model.first) as usize;
-                assert_eq!(Some(&p), self.model.known.get(k), "read({index})");
+                assert!(!self.stopped, "read on a stopped WAL returned Ok");
+                assert_eq!(Some(&p), self.model.get(index), "read({index})");
             }
-            Err(e) if self.model.stopped => assert!(e.is_stopped(), "read: {e:?}"),
+            Err(e) if self.stopped => assert!(e.is_stopped(), "read: {e:?}"),
             Err(Error::OutOfRange { .. }) => assert!(index >= self.model.next()),
             Err(e) => panic!("read({index}) failed: {e:?}"),
         }
     }
 
     async fn iterate(&mut self, at: u16) {
-        let span = self.model.known.len() as u64 + 2;
-        let from = self.model.first + u64::from(at) % span;
+        let span = self.model.next() - self.model.first() + 2;
+        let from = self.model.first() + u64::from(at) % span;
         let res = self.wal().iter_from(from);
         let mut it = match res {
             Ok(it) => {
-                assert!(!self.model.stopped, "iter_from on a stopped WAL returned Ok");
+                assert!(!self.stopped, "iter_from on a stopped WAL returned Ok");
                 it
             }
-            Err(e) if self.model.stopped => {
+            Err(e) if self.stopped => {
                 assert!(e.is_stopped(), "iter_from: {e:?}");
                 return;
             }
@@ -657,8 +635,7 @@ impl Runner {
             match r {
                 Ok((i, p)) => {
                     assert_eq!(i, expect, "iteration must be contiguous");
-                    let k = (i - self.model.first) as usize;
-                    assert_eq!(Some(&p), self.model.known.get(k), "iterated record {i}");
+                    assert_eq!(Some(&p), self.model.get(i), "iterated record {i}");
                     expect += 1;
                 }
                 Err(e) => panic!("iteration failed at {expect}: {e:?}"),
@@ -686,59 +663,48 @@ impl Runner {
                 if power_loss { "a power loss" } else { "a restart" }
             ),
         };
-        let m = &mut self.model;
-        assert_eq!(wal.first_index(), m.first, "first_index after reopen");
-        let n = (wal.next_index() - m.first) as usize;
         // A sync that failed during this step (close, or recovery under
         // faults) may have reverted (btrfs) or stranded unsynced data.
         let synced_ok = self.fs.counters().get(FaultKind::SyncFail) == self.failures_at_step;
-        let floor = if power_loss || !synced_ok {
-            m.durable_floor
-        } else {
-            m.cache_floor
-        };
-        assert!(
-            n >= floor,
-            "recovered {n} records, but {floor} were promised (known {}, maybe {}, power loss {power_loss})",
-            m.known.len(),
-            m.maybe.len()
-        );
-        assert!(
-            n <= m.known.len() + m.maybe.len(),
-            "recovered {n} records, more than were ever attempted ({} + {})",
-            m.known.len(),
-            m.maybe.len()
-        );
-        assert!(
-            m.boundaries.contains(&n),
-            "recovered {n} records: not at a commit boundary"
-        );
-        // Every record byte for byte.
-        let mut it = match wal.iter_from(m.first) {
+        if !synced_ok {
+            self.model.sync_failed();
+        }
+        let acceptable = self
+            .model
+            .crash(if power_loss { Crash::PowerLoss } else { Crash::Process });
+        // Every record, byte for byte.
+        let mut it = match wal.iter_from(wal.first_index()) {
             Ok(it) => it,
             Err(e) => panic!("iter_from(first) after reopen: {e:?}"),
         };
-        let mut all = std::mem::take(&mut m.known);
-        all.append(&mut m.maybe);
-        for (k, want) in all.iter().enumerate().take(n) {
-            match it.next().await {
-                Some(Ok((i, p))) => {
-                    assert_eq!(i, m.first + k as u64);
-                    assert!(&p == want, "record {i} differs after reopen");
-                }
-                other => panic!("reading record {k} after reopen: {other:?}"),
+        let mut log = Vec::new();
+        while let Some(r) = it.next().await {
+            match r {
+                Ok(rec) => log.push(rec),
+                Err(e) => panic!("reading record {} after reopen: {e:?}", log.len()),
             }
         }
-        assert!(it.next().await.is_none());
         drop(it);
-        all.truncate(n);
-        m.known = all;
-        m.boundaries.retain(|&b| b <= n);
-        m.stopped = false;
-        m.cache_floor = n;
-        // Recovery makes what it serves durable (it rewrites records that a
-        // failed fsync may have left clean but not on disk).
-        m.durable_floor = n;
+        // Everything the crash must keep (durable: `Always`, `sync`, seal,
+        // `durable_next`; after a restart everything acknowledged), a prefix
+        // of what was attempted ending on a commit boundary, and never a
+        // record whose append failed. Recovery makes what it serves durable
+        // (it rewrites records that a failed fsync may have left clean but
+        // not on disk).
+        let r = self
+            .model
+            .recovered(wal.first_index(), wal.next_index(), log.iter().map(|(i, p)| (*i, p)));
+        if let Err(e) = r {
+            panic!(
+                "recovered log [{}, {}) after {} does not match the model (acceptable: first {}, ends {:?}): {e}",
+                wal.first_index(),
+                wal.next_index(),
+                if power_loss { "a power loss" } else { "a restart" },
+                acceptable.first,
+                acceptable.ends,
+            );
+        }
+        self.stopped = false;
         self.wal = Some(wal);
     }
 }

@@ -1,5 +1,6 @@
 //! Proptest model test: random sequences of appends, batches, reads,
-//! iteration, rotation, syncs, reopens and crashes against an in-memory model.
+//! iteration, rotation, syncs, reopens, prunes, truncations, compactions and
+//! crashes, checked against the shared model of the log (`wal-model`).
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -9,6 +10,7 @@ use futures::executor::block_on;
 use proptest::prelude::*;
 use simfs::{CrashKind, FaultConfig, SimConfig, SimFs};
 use wal::{Options, SyncPolicy, Wal};
+use wal_model::{Crash, Log, Mismatch};
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -43,29 +45,21 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-/// The model: records known durable, then records appended but maybe lost.
-struct Model {
-    /// Emptied by a prune through its end: the next append_at may jump.
-    reseatable: bool,
-    first: u64,
-    durable: Vec<Vec<u8>>,
-    volatile: Vec<Vec<u8>>,
-}
-
-impl Model {
-    fn next(&self) -> u64 {
-        self.first + (self.durable.len() + self.volatile.len()) as u64
-    }
-    fn get(&self, i: u64) -> Option<&Vec<u8>> {
-        let k = i.checked_sub(self.first)? as usize;
-        self.durable
-            .get(k)
-            .or_else(|| self.volatile.get(k - self.durable.len().min(k)))
-    }
-}
-
 fn data(i: u64, len: usize) -> Vec<u8> {
     payload(i, len)
+}
+
+/// Panics with the model's message (records cut short) on a mismatch.
+fn ok<T>(r: Result<T, Mismatch<Vec<u8>>>, what: &str) -> T {
+    r.unwrap_or_else(|e| panic!("{what}: {e}"))
+}
+
+/// Checks the log an open recovered against the model (which takes it).
+async fn check_recovered(w: &Wal<SimFs>, model: &mut Log<Vec<u8>>, what: &str) {
+    let log = collect(w).await.unwrap();
+    let r = model.recovered(w.first_index(), w.next_index(), log.iter().map(|(i, r)| (*i, r)));
+    ok(r, what);
+    assert_eq!(w.next_index(), model.next());
 }
 
 async fn run(seed: u64, manual: bool, ops: Vec<Op>) {
@@ -87,54 +81,46 @@ async fn run(seed: u64, manual: bool, ops: Vec<Op>) {
         ..Options::default()
     };
     let mut wal = Some(Wal::open(fs.clone(), dir(), opts.clone()).await.unwrap());
-    let mut model = Model {
-        reseatable: false,
-        first: seed % 3,
-        durable: Vec::new(),
-        volatile: Vec::new(),
-    };
+    // Under `Always` every acknowledged record is durable.
+    let durable = !manual;
+    let mut model: Log<Vec<u8>> = Log::new(seed % 3);
     for op in ops {
         let w = wal.as_ref().unwrap();
         match op {
             Op::Append(len) => {
-                model.reseatable = false;
                 let i = model.next();
                 assert_eq!(w.append(data(i, len)).await.unwrap(), i);
-                push(&mut model, manual, data(i, len));
+                ok(model.acknowledge(vec![data(i, len)], durable), "append");
             }
             Op::AppendAt(len) => {
                 let mut i = model.next();
-                if model.reseatable {
+                if model.reseatable() {
                     // Snapshot install: an emptied log may start higher.
                     i += 1;
-                    model.first = i;
-                    model.reseatable = false;
+                    ok(model.reseat(i), "append_at");
                 } else {
                     assert!(w.append_at(i + 1, data(i, len)).await.is_err());
                 }
                 assert_eq!(w.append_at(i, data(i, len)).await.unwrap(), i);
-                push(&mut model, manual, data(i, len));
+                ok(model.acknowledge(vec![data(i, len)], durable), "append_at");
             }
             Op::Batch(lens) => {
-                model.reseatable = false;
                 let i = model.next();
                 let recs: Vec<Vec<u8>> = lens.iter().enumerate().map(|(k, &l)| data(i + k as u64, l)).collect();
                 assert_eq!(w.append_batch(recs.clone()).await.unwrap(), i);
-                for r in recs {
-                    push(&mut model, manual, r);
-                }
+                ok(model.acknowledge(recs, durable), "append_batch");
             }
             Op::Read(x) => {
-                let n = model.next() - model.first + 1;
-                let i = model.first + x % n;
+                let n = model.next() - model.first() + 1;
+                let i = model.first() + x % n;
                 match model.get(i) {
                     Some(expected) => assert_eq!(&w.read(i).await.unwrap(), expected),
                     None => assert!(w.read(i).await.is_err()),
                 }
             }
             Op::Iterate(x) => {
-                let n = model.next() - model.first + 1;
-                let from = model.first + x % n;
+                let n = model.next() - model.first() + 1;
+                let from = model.first() + x % n;
                 let mut it = w.iter_from(from).unwrap();
                 let mut i = from;
                 while let Some(r) = it.next().await {
@@ -148,52 +134,39 @@ async fn run(seed: u64, manual: bool, ops: Vec<Op>) {
             Op::Rotate => {
                 w.rotate().await.unwrap();
                 // Sealing makes the sealed data durable.
-                let v = std::mem::take(&mut model.volatile);
-                model.durable.extend(v);
+                model.synced();
             }
             Op::Sync => {
                 w.sync().await.unwrap();
-                let v = std::mem::take(&mut model.volatile);
-                model.durable.extend(v);
+                model.synced();
             }
             Op::Reopen => {
-                model.reseatable = false;
                 wal.take().unwrap().close().await.unwrap();
-                let v = std::mem::take(&mut model.volatile);
-                model.durable.extend(v);
-                wal = Some(Wal::open(fs.clone(), dir(), opts.clone()).await.unwrap());
+                model.synced();
+                let w = Wal::open(fs.clone(), dir(), opts.clone()).await.unwrap();
+                check_recovered(&w, &mut model, "reopen after close").await;
+                wal = Some(w);
             }
             Op::Prune(x) => {
-                let n = model.next() - model.first + 2;
-                let k = model.first + x % n;
+                let n = model.next() - model.first() + 2;
+                let k = model.first() + x % n;
                 let new_first = w.prune_through(k).await.unwrap();
                 assert!(
-                    new_first >= model.first && new_first <= k + 1,
+                    new_first >= model.first() && new_first <= k + 1,
                     "prune {k} gave {new_first}"
                 );
-                if new_first >= model.next() {
+                if model.prune(k, new_first) {
                     // Emptied through k: the next index is k + 1.
                     assert_eq!(w.next_index(), k + 1);
-                    model.durable.clear();
-                    model.volatile.clear();
-                    model.reseatable = true;
-                } else {
-                    let drop = (new_first - model.first) as usize;
-                    let from_durable = drop.min(model.durable.len());
-                    model.durable.drain(..from_durable);
-                    model.volatile.drain(..drop - from_durable);
                 }
-                model.first = new_first;
-                assert_eq!(w.first_index(), model.first);
+                assert_eq!(w.first_index(), model.first());
+                assert_eq!(w.next_index(), model.next());
             }
             Op::Truncate(x) => {
-                let n = model.next() - model.first + 1;
-                let from = model.first + x % n;
+                let n = model.next() - model.first() + 1;
+                let from = model.first() + x % n;
                 w.truncate_from(from).await.unwrap();
-                model.reseatable = false;
-                let keep = (from - model.first) as usize;
-                model.durable.truncate(keep);
-                model.volatile.truncate(keep - model.durable.len());
+                ok(model.truncate(from), "truncate_from");
                 assert_eq!(w.next_index(), model.next());
             }
             Op::Compact => {
@@ -206,49 +179,22 @@ async fn run(seed: u64, manual: bool, ops: Vec<Op>) {
                 assert_eq!(collect(w).await.unwrap(), before);
             }
             Op::Crash(power) => {
-                model.reseatable = false;
                 drop(wal.take());
-                fs.crash(if power {
+                let kind = if power {
                     CrashKind::PowerLoss
                 } else {
                     CrashKind::Process
-                });
+                };
+                fs.crash(kind);
+                model.crash(if power { Crash::PowerLoss } else { Crash::Process });
                 let w = Wal::open(fs.clone(), dir(), opts.clone()).await.unwrap();
-                let log = collect(&w).await.unwrap();
-                // Everything durable is there; then some prefix of the rest.
-                let n = log.len();
-                assert!(
-                    n >= model.durable.len(),
-                    "durable records lost: {n} < {}",
-                    model.durable.len()
-                );
-                assert!(n <= model.durable.len() + model.volatile.len());
-                if !power {
-                    assert_eq!(
-                        n,
-                        model.durable.len() + model.volatile.len(),
-                        "a process crash keeps the page cache"
-                    );
-                }
-                for (k, (idx, rec)) in log.iter().enumerate() {
-                    assert_eq!(*idx, model.first + k as u64);
-                    assert_eq!(Some(rec), model.get(*idx));
-                }
-                // What recovery serves is durable from now on.
-                let keep = n - model.durable.len();
-                let v: Vec<Vec<u8>> = model.volatile.drain(..).take(keep).collect();
-                model.durable.extend(v);
+                // Everything durable (and after a process crash everything
+                // acknowledged) is there, then whole commit units of the
+                // rest; what recovery serves is durable from now on.
+                check_recovered(&w, &mut model, if power { "power loss" } else { "process crash" }).await;
                 wal = Some(w);
             }
         }
-    }
-}
-
-fn push(model: &mut Model, manual: bool, rec: Vec<u8>) {
-    if manual {
-        model.volatile.push(rec);
-    } else {
-        model.durable.push(rec);
     }
 }
 
