@@ -521,6 +521,9 @@ async fn run(input: &RecoverInput, files: &[Built]) {
             }
         }
         Err(Error::InvalidArgument(_)) if before.next >= u64::MAX - 1 => return,
+        // A log whose highest segment id is u64::MAX - 1 has no id left for
+        // a new segment (the next open needs `max id + 1`).
+        Err(e) if e.to_string().contains("segment ids exhausted") => return,
         Err(e) => panic!("append after recovery failed: {e}"),
     }
     if let Err(e) = wal.close().await {

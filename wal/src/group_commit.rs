@@ -785,7 +785,7 @@ impl<F: Fs> Writer<F> {
             self.pending.is_empty(),
             "buffered frames belong to the old active segment"
         );
-        let id = inner.next_segment_id();
+        let id = inner.next_segment_id().map_err(GroupError::Abort)?;
         let path = inner.dir.join(SegmentName::Active { first, id }.file_name());
         let (file, data_start) = match self.create_file(inner, &path, id, first).await {
             Ok(f) => f,

@@ -667,7 +667,7 @@ impl<F: Fs> Inner<F> {
             }
             found
         };
-        let id = self.next_segment_id();
+        let id = self.next_segment_id()?;
         let name = SegmentName::Sealed {
             first: run.first_index,
             last: run.last_index,

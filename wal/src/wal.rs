@@ -175,9 +175,16 @@ impl<F: Fs> Inner<F> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A fresh segment id (never reused: see the meta file's high-water mark).
-    pub(crate) fn next_segment_id(&self) -> u64 {
-        self.next_segment_id.fetch_add(1, Ordering::AcqRel)
+    /// A fresh segment id (never reused: see the meta file's high-water
+    /// mark). `u64::MAX` is never handed out: recovery needs `max id + 1`
+    /// for the next open, so a segment with that id would make the log
+    /// impossible to reopen (found by the `recover` fuzz target).
+    pub(crate) fn next_segment_id(&self) -> Result<u64> {
+        self.next_segment_id
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |id| {
+                (id < u64::MAX).then(|| id + 1)
+            })
+            .map_err(|_| Error::corruption(&self.dir, 0, "segment ids exhausted"))
     }
 
     /// The id the next segment would get.
