@@ -90,8 +90,7 @@ impl State {
             });
         }
         if let Some(f) = self.file_mut(ino) {
-            let src = f.vol.page(page).map(|s| s.to_vec());
-            f.dur.put_page(unit, target, src.as_deref());
+            f.dur.put_page(unit, target, f.vol.page(page));
         }
     }
 
