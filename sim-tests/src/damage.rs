@@ -25,8 +25,23 @@ use wal::codec::{self, FrameKind, SegmentHeader};
 /// aligned position before its end.
 fn skip_len(rest: &[u8]) -> usize {
     let step = codec::FRAME_ALIGN_BYTES;
-    let zeros = rest.iter().position(|b| *b != 0).unwrap_or(rest.len());
-    (zeros / step).max(1) * step
+    (leading_zeros(rest) / step).max(1) * step
+}
+
+/// Zeros to compare a stretch of bytes with.
+static ZEROS: [u8; 4096] = [0; 4096];
+
+/// How many bytes at the start of `bytes` are zero (compared a block at a
+/// time: unwritten space runs to the end of a preallocated segment).
+fn leading_zeros(bytes: &[u8]) -> usize {
+    let mut n = 0;
+    for block in bytes.chunks(ZEROS.len()) {
+        if block != &ZEROS[..block.len()] {
+            return n + block.iter().position(|b| *b != 0).unwrap_or(block.len());
+        }
+        n += block.len();
+    }
+    n
 }
 
 /// A sealed segment's last index, from its name `{first}-{last}-{id}.wal`
@@ -319,4 +334,26 @@ pub fn explain_report<'a>(
     ledger
         .iter()
         .find(|d| accept(d.kind) && d.ino == ino && d.range.start < frame_end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leading_zeros_and_skip_len() {
+        let step = codec::FRAME_ALIGN_BYTES;
+        for len in [0usize, 1, 7, 4095, 4096, 4097, 10_000] {
+            let mut v = vec![0u8; len];
+            assert_eq!(leading_zeros(&v), len);
+            for at in [0, len / 3, len.saturating_sub(1)] {
+                if at < len {
+                    v[at] = 5;
+                    assert_eq!(leading_zeros(&v), v.iter().position(|b| *b != 0).unwrap_or(len));
+                    assert_eq!(skip_len(&v), (at / step).max(1) * step);
+                    v[at] = 0;
+                }
+            }
+        }
+    }
 }
