@@ -73,15 +73,28 @@ impl FileNode {
             let dur_pages = self.dur.len.div_ceil(unit);
             let first = len / unit;
             let last = old.div_ceil(unit).min(dur_pages);
-            for p in first..last {
-                self.dirty.insert(p);
-            }
+            insert_range(&mut self.dirty, first..last);
             // Dirty pages wholly past both lengths no longer matter.
             let cut = len.div_ceil(unit).max(dur_pages);
             let _ = self.dirty.split_off(&cut);
             let sector_cut = len.div_ceil(SECTOR);
             let _ = self.bad_sectors.split_off(&sector_cut);
         }
+    }
+}
+
+/// Inserts every unit of `units` into `set`. A long run into a set not much
+/// larger is built in bulk and merged (a zero-fill ahead or a truncation
+/// dirties hundreds of units at once); the set is the same either way.
+pub(crate) fn insert_range(set: &mut BTreeSet<u64>, units: std::ops::Range<u64>) {
+    let n = units.end.saturating_sub(units.start);
+    if n <= 8 || set.len() as u64 > 4 * n {
+        for u in units {
+            set.insert(u);
+        }
+    } else {
+        let mut run: BTreeSet<u64> = units.collect();
+        set.append(&mut run);
     }
 }
 
@@ -506,6 +519,22 @@ mod tests {
         assert_eq!(c, vec!["x".to_string(), "y".to_string()]);
         assert!(State::components(Path::new("/..")).unwrap().is_empty());
         assert!(State::components(Path::new("")).is_err());
+    }
+
+    #[test]
+    fn insert_range_same_set_either_way() {
+        for (have, run) in [
+            (vec![], 0..20),
+            (vec![3, 40], 0..30),
+            (vec![5], 5..6),
+            ((0..100).collect(), 90..120),
+        ] {
+            let mut a: BTreeSet<u64> = have.iter().copied().collect();
+            let mut b = a.clone();
+            insert_range(&mut a, run.clone());
+            b.extend(run);
+            assert_eq!(a, b);
+        }
     }
 
     #[test]
