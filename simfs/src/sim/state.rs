@@ -98,6 +98,44 @@ pub(crate) fn insert_range(set: &mut BTreeSet<u64>, units: std::ops::Range<u64>)
     }
 }
 
+/// A set of inode numbers as a bitmap: inode numbers are allocated densely
+/// from [`ROOT`] on, and reachability visits the same directory many times
+/// (once per pending operation on it).
+struct InoBits(Vec<u64>);
+
+impl InoBits {
+    /// An empty set, sized for inode numbers below `n`.
+    fn with_capacity(n: u64) -> InoBits {
+        InoBits(Vec::with_capacity(n.div_ceil(64).min(1 << 16) as usize))
+    }
+
+    /// Adds `ino`; whether it was new.
+    fn insert(&mut self, ino: u64) -> bool {
+        let (word, bit) = ((ino / 64) as usize, 1u64 << (ino % 64));
+        if word >= self.0.len() {
+            self.0.resize(word + 1, 0);
+        }
+        let new = self.0[word] & bit == 0;
+        self.0[word] |= bit;
+        new
+    }
+
+    fn contains(&self, ino: u64) -> bool {
+        self.0
+            .get((ino / 64) as usize)
+            .is_some_and(|w| w & (1u64 << (ino % 64)) != 0)
+    }
+
+    /// The members, in increasing order.
+    fn iter(&self) -> impl Iterator<Item = u64> + '_ {
+        self.0.iter().enumerate().flat_map(|(i, &w)| {
+            (0..64u64)
+                .filter(move |b| w & (1u64 << b) != 0)
+                .map(move |b| i as u64 * 64 + b)
+        })
+    }
+}
+
 /// One directory.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct DirNode {
@@ -453,8 +491,12 @@ impl State {
         self.reach(vec![ino], true, true)
     }
 
-    fn reach(&self, mut work: Vec<u64>, live: bool, durable: bool) -> BTreeSet<u64> {
-        let mut seen = BTreeSet::new();
+    fn reach(&self, work: Vec<u64>, live: bool, durable: bool) -> BTreeSet<u64> {
+        self.reach_bits(work, live, durable).iter().collect()
+    }
+
+    fn reach_bits(&self, mut work: Vec<u64>, live: bool, durable: bool) -> InoBits {
+        let mut seen = InoBits::with_capacity(self.next_ino);
         while let Some(ino) = work.pop() {
             if !seen.insert(ino) {
                 continue;
@@ -484,9 +526,9 @@ impl State {
                 }
             }
         }
-        let keep = self.reach(roots, true, true);
-        self.inodes.retain(|ino, _| keep.contains(ino));
-        self.locks.retain(|ino, _| keep.contains(ino));
+        let keep = self.reach_bits(roots, true, true);
+        self.inodes.retain(|ino, _| keep.contains(*ino));
+        self.locks.retain(|ino, _| keep.contains(*ino));
     }
 
     /// Bytes used: the volatile length of every live file.
@@ -519,6 +561,14 @@ mod tests {
         assert_eq!(c, vec!["x".to_string(), "y".to_string()]);
         assert!(State::components(Path::new("/..")).unwrap().is_empty());
         assert!(State::components(Path::new("")).is_err());
+    }
+
+    #[test]
+    fn ino_bits_is_a_set() {
+        let mut b = InoBits::with_capacity(3);
+        assert!(b.insert(1) && b.insert(200) && b.insert(64) && !b.insert(200));
+        assert!(b.contains(64) && !b.contains(63) && !b.contains(1 << 40));
+        assert_eq!(b.iter().collect::<Vec<_>>(), vec![1, 64, 200]);
     }
 
     #[test]
