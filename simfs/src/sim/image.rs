@@ -26,6 +26,11 @@ use super::state::MAX_UNIT;
 /// inspection callers (a cache); never part of the simulation.
 static VERSIONS: AtomicU64 = AtomicU64::new(1);
 
+/// A version no image had before.
+fn next_version() -> u64 {
+    VERSIONS.fetch_add(1, Ordering::Relaxed)
+}
+
 /// Zeros to start a new page from (the largest atomic write unit).
 static ZEROS: [u8; MAX_UNIT as usize] = [0; MAX_UNIT as usize];
 
@@ -87,7 +92,7 @@ impl Image {
     }
 
     fn touch(&mut self) {
-        self.version = VERSIONS.fetch_add(1, Ordering::Relaxed);
+        self.version = next_version();
     }
 
     /// Copies `[offset, offset + buf.len())` into `buf`, stopping at `len`.
@@ -195,14 +200,14 @@ impl Image {
     /// are zero. `src` is shared when it can be as it is (this image then
     /// holds the same bytes), else copied.
     pub(crate) fn put_page(&mut self, unit: u64, idx: u64, src: Option<&Page>) {
-        self.touch();
         let start = idx.saturating_mul(unit);
-        if start >= self.len {
-            self.pages.remove(&idx);
-            return;
-        }
+        let src = src.filter(|_| start < self.len);
         let Some(src) = src else {
-            self.pages.remove(&idx);
+            // Zeros (or nothing may be stored there): only a stored page
+            // changes anything.
+            if self.pages.remove(&idx).is_some() {
+                self.touch();
+            }
             return;
         };
         let valid = ((self.len - start).min(unit) as usize).min(src.len());
@@ -211,6 +216,7 @@ impl Image {
                 Entry::Occupied(mut e) => {
                     let own = e.get_mut();
                     if !Arc::ptr_eq(own, src) {
+                        self.version = next_version();
                         match Arc::get_mut(own) {
                             // This image's own page: overwritten in place
                             // (neither image then has to copy on its next write).
@@ -221,9 +227,11 @@ impl Image {
                 }
                 Entry::Vacant(e) => {
                     e.insert(Arc::clone(src));
+                    self.version = next_version();
                 }
             }
         } else {
+            self.touch();
             let page = Arc::make_mut(self.pages.entry(idx).or_insert_with(|| zero_page(unit as usize)));
             page[..valid].copy_from_slice(&src[..valid]);
             page[valid..].fill(0);
