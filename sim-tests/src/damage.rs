@@ -25,8 +25,23 @@ use wal::codec::{self, FrameKind, SegmentHeader};
 /// aligned position before its end.
 fn skip_len(rest: &[u8]) -> usize {
     let step = codec::FRAME_ALIGN_BYTES;
-    let zeros = rest.iter().position(|b| *b != 0).unwrap_or(rest.len());
-    (zeros / step).max(1) * step
+    (leading_zeros(rest) / step).max(1) * step
+}
+
+/// Zeros to compare a stretch of bytes with.
+static ZEROS: [u8; 4096] = [0; 4096];
+
+/// How many bytes at the start of `bytes` are zero (compared a block at a
+/// time: unwritten space runs to the end of a preallocated segment).
+fn leading_zeros(bytes: &[u8]) -> usize {
+    let mut n = 0;
+    for block in bytes.chunks(ZEROS.len()) {
+        if block != &ZEROS[..block.len()] {
+            return n + block.iter().position(|b| *b != 0).unwrap_or(block.len());
+        }
+        n += block.len();
+    }
+    n
 }
 
 /// A sealed segment's last index, from its name `{first}-{last}-{id}.wal`
@@ -76,7 +91,16 @@ pub struct Layout {
     /// `(inode, version, sealed limit)` of every file the last snapshot
     /// looked at, in order: if nothing changed, neither can the layout.
     last_seen: Vec<(u64, u64, Option<u64>)>,
+    /// Per inode, the last crash parse ([`Layout::snapshot_after_crash`]):
+    /// the content version and sealed-name limit it parsed, and the frames
+    /// it found (`None`: no segment header). A file a crash left unchanged
+    /// (a sealed segment) is not copied or parsed again.
+    crash_parsed: BTreeMap<u64, CrashParsed>,
 }
+
+/// One file's last crash parse: its content version, the sealed-name limit
+/// applied, and the valid frames found (`None` without a segment header).
+type CrashParsed = (u64, Option<u64>, Option<Vec<(u64, Option<u64>, u64)>>);
 
 /// Damage that can destroy bytes a sync had made (or claimed to make)
 /// durable. Torn and lost units at a power loss hit only pages that were
@@ -159,29 +183,54 @@ impl Layout {
     pub fn snapshot_after_crash(&mut self, fs: &SimFs, dir: &Path) {
         self.after_crash.clear();
         let names = fs.list_dir(dir).unwrap_or_default();
+        let mut parsed = BTreeMap::new();
         for name in names.iter().filter(|n| n.ends_with(".wal")) {
             let path = dir.join(name);
-            let (Some(ino), Some(bytes)) = (fs.inode_of(&path), fs.volatile_content(&path)) else {
+            let (Some(ino), Some(version)) = (fs.inode_of(&path), fs.content_version(&path)) else {
                 continue;
             };
-            let Some(Ok(header)) = bytes.get(..codec::SEGMENT_HEADER_BYTES).map(SegmentHeader::decode) else {
-                continue;
-            };
-            let (seed, last) = (header.frame_seed(), sealed_last(name));
-            let mut found = Vec::new();
-            let mut off = codec::SEGMENT_HEADER_BYTES;
-            while off + codec::FRAME_HEADER_BYTES <= bytes.len() {
-                match codec::decode_frame(&bytes[off..], seed) {
-                    Ok((h, _)) if last.is_none_or(|l| h.index <= l) => {
-                        let index = (h.kind != FrameKind::Padding).then_some(h.index);
-                        found.push((off as u64, index, h.durable_next));
-                        off += h.frame_len();
-                    }
-                    _ => off += skip_len(&bytes[off..]),
+            let last = sealed_last(name);
+            let found = match self.crash_parsed.remove(&ino) {
+                // Equal versions, equal bytes: the same frames.
+                Some((v, l, found)) if (v, l) == (version, last) => found,
+                _ => {
+                    let Some(bytes) = fs.volatile_content(&path) else {
+                        continue;
+                    };
+                    Self::crash_frames(&bytes, last)
                 }
+            };
+            if let Some(f) = &found {
+                self.after_crash.insert(ino, f.clone());
             }
-            self.after_crash.insert(ino, found);
+            parsed.insert(ino, (version, last, found));
         }
+        // Only the files there now (inode numbers are never reused).
+        self.crash_parsed = parsed;
+    }
+
+    /// Every valid frame of one segment image as recovery could see it:
+    /// `(offset, index, durable_next)` (`index` `None` for padding), frames
+    /// past a sealed segment's `last` index left out. `None` if the image has
+    /// no valid segment header.
+    fn crash_frames(bytes: &[u8], last: Option<u64>) -> Option<Vec<(u64, Option<u64>, u64)>> {
+        let Some(Ok(header)) = bytes.get(..codec::SEGMENT_HEADER_BYTES).map(SegmentHeader::decode) else {
+            return None;
+        };
+        let seed = header.frame_seed();
+        let mut found = Vec::new();
+        let mut off = codec::SEGMENT_HEADER_BYTES;
+        while off + codec::FRAME_HEADER_BYTES <= bytes.len() {
+            match codec::decode_frame(&bytes[off..], seed) {
+                Ok((h, _)) if last.is_none_or(|l| h.index <= l) => {
+                    let index = (h.kind != FrameKind::Padding).then_some(h.index);
+                    found.push((off as u64, index, h.durable_next));
+                    off += h.frame_len();
+                }
+                _ => off += skip_len(&bytes[off..]),
+            }
+        }
+        Some(found)
     }
 
     /// Whether a valid frame at or after `from` in inode `ino` survived the
@@ -328,4 +377,26 @@ pub fn explain_report<'a>(
     ledger
         .iter()
         .find(|d| accept(d.kind) && d.ino == ino && d.range.start < frame_end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leading_zeros_and_skip_len() {
+        let step = codec::FRAME_ALIGN_BYTES;
+        for len in [0usize, 1, 7, 4095, 4096, 4097, 10_000] {
+            let mut v = vec![0u8; len];
+            assert_eq!(leading_zeros(&v), len);
+            for at in [0, len / 3, len.saturating_sub(1)] {
+                if at < len {
+                    v[at] = 5;
+                    assert_eq!(leading_zeros(&v), v.iter().position(|b| *b != 0).unwrap_or(len));
+                    assert_eq!(skip_len(&v), (at / step).max(1) * step);
+                    v[at] = 0;
+                }
+            }
+        }
+    }
 }

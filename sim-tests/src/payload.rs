@@ -88,10 +88,18 @@ pub fn matches(writer: u16, seq: u64, p: &[u8]) -> bool {
         return false;
     }
     let base = mix64(u64::from(writer) << 48 ^ seq);
-    p[HEADER..]
-        .chunks(8)
-        .enumerate()
-        .all(|(i, chunk)| chunk == &body_word(base, i as u64)[..chunk.len()])
+    let mut words = p[HEADER..].chunks_exact(8);
+    let mut i = 0u64;
+    for chunk in &mut words {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        if word != body_word(base, i) {
+            return false;
+        }
+        i += 1;
+    }
+    let rest = words.remainder();
+    rest == &body_word(base, i)[..rest.len()]
 }
 
 /// Decodes a payload read back.
@@ -136,6 +144,17 @@ mod tests {
         assert!(!matches(1, 3, &p));
         p[50] ^= 1;
         assert!(!matches(1, 2, &p), "a flipped body bit");
+        p[50] ^= 1;
+        p[99] ^= 1;
+        assert!(!matches(1, 2, &p), "a flipped bit in the last word");
+        for len in 20..=45 {
+            let mut p = make(4, 9, len);
+            assert!(matches(4, 9, &p), "length {len}");
+            if let Some(last) = p.last_mut() {
+                *last ^= 0x80;
+            }
+            assert!(!matches(4, 9, &p), "length {len}, last byte flipped");
+        }
         p[50] ^= 1;
         p[13] ^= 1;
         assert_eq!(decode(&p), Decoded::Garbage, "a flipped header bit");

@@ -611,9 +611,9 @@ impl Sim {
             self.open_data_reads = self
                 .ctx
                 .fs
-                .trace()
+                .trace_since(seq_before)
                 .iter()
-                .filter(|e| e.seq >= seq_before && e.op == "read" && !(e.offset == 0 && e.len == 64))
+                .filter(|e| e.op == "read" && !(e.offset == 0 && e.len == 64))
                 .count();
             if let Some(pos) = self.pending_cut.take() {
                 let failed_before = self.cut_attempts;
@@ -1451,8 +1451,8 @@ impl Sim {
             return;
         }
         let mut o = self.ctx.oracle();
-        for e in self.ctx.fs.trace() {
-            if e.seq < from || e.fault != Some(FaultKind::EioRenameAfterEffect) {
+        for e in self.ctx.fs.trace_since(from) {
+            if e.fault != Some(FaultKind::EioRenameAfterEffect) {
                 continue;
             }
             self.renamed_since_open = true;

@@ -57,6 +57,11 @@ struct Args {
     /// `--mask-off`), at the probabilities each seed drew.
     #[arg(long)]
     force: Option<String>,
+    /// Write `seed trace_hash` (hex), one line per seed in seed order, to
+    /// this file: two builds that simulate the same thing write the same
+    /// file (a check for pure-performance changes).
+    #[arg(long)]
+    hashes: Option<std::path::PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -78,7 +83,14 @@ fn main() -> ExitCode {
         pb.set_style(style.progress_chars("=> "));
     }
     let started = Instant::now();
+    let hashes = std::sync::Mutex::new(Vec::new());
     let progress = |r: &Report| {
+        if args.hashes.is_some() {
+            hashes
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push((r.seed, r.trace_hash));
+        }
         if !r.passed() {
             pb.println(format!(
                 "seed {} FAILED: {}\n  {}",
@@ -140,6 +152,15 @@ fn main() -> ExitCode {
     }
     pb.finish_and_clear();
     let secs = started.elapsed().as_secs_f64();
+    if let Some(path) = &args.hashes {
+        let mut list = hashes.into_inner().unwrap_or_else(|e| e.into_inner());
+        list.sort_unstable();
+        let text: String = list.iter().map(|(s, h)| format!("{s} {h:016x}\n")).collect();
+        if let Err(e) = std::fs::write(path, text) {
+            eprintln!("--hashes: cannot write {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+    }
     println!(
         "{} seeds (from {} to {}) in {:.1} s on {} threads: {:.1} seeds/s",
         seeds,

@@ -182,8 +182,7 @@ impl State {
                 };
                 if keep {
                     if let Some(f) = self.file_mut(ino) {
-                        let src = f.vol.page(u).map(|s| s.to_vec());
-                        f.dur.put_page(unit, u, src.as_deref());
+                        f.dur.put_page(unit, u, f.vol.page(u));
                     }
                 } else {
                     not_kept.insert(u);

@@ -205,8 +205,12 @@ impl State {
 
     /// Records each merged range of `units` of file `ino`, clipped to `len`.
     pub(crate) fn record_units(&mut self, kind: DamageKind, ino: u64, units: &BTreeSet<u64>, len: u64) {
+        let ranges = unit_ranges(units, self.unit, len);
+        if ranges.is_empty() {
+            return;
+        }
         let path = self.path_of(ino);
-        for r in unit_ranges(units, self.unit, len) {
+        for r in ranges {
             self.record_damage_at(kind, ino, path.clone(), r);
         }
     }

@@ -51,7 +51,7 @@ impl State {
             }
         }
         self.fault_event(FaultKind::Writeback, "writeback", Some(ino), page * unit, unit);
-        self.persist_page(ino, page);
+        self.persist_pages(ino, &[page]);
         if let Some(f) = self.file_mut(ino) {
             f.claimed.remove(&page);
             f.dropped.remove(&page);
@@ -59,39 +59,47 @@ impl State {
         self.after_durable(ino, &[page]);
     }
 
-    /// Copies one volatile page to the durable image (or, on a misdirected
-    /// write, to another page of it).
-    fn persist_page(&mut self, ino: u64, page: u64) {
+    /// Copies volatile pages to the durable image, in order (each, on a
+    /// misdirected write, to another page of it). The faults are decided
+    /// first, page by page, then the pages copied: deciding reads and
+    /// changes nothing a copy changes or reads, and the file is looked up
+    /// once, not twice per page.
+    fn persist_pages(&mut self, ino: u64, pages: &[u64]) {
         let unit = self.unit;
         let p = self.faults.misdirected_write;
-        let pages = self.file(ino).map_or(0, |f| f.dur.len.div_ceil(unit));
-        let mut target = page;
-        if pages > 1 && self.roll(p) {
-            let mut q = self.below(pages - 1);
-            if q >= page {
-                q += 1;
+        let dur_pages = self.file(ino).map_or(0, |f| f.dur.len.div_ceil(unit));
+        let mut targets = Vec::with_capacity(pages.len());
+        for &page in pages {
+            let mut target = page;
+            if dur_pages > 1 && self.roll(p) {
+                let mut q = self.below(dur_pages - 1);
+                if q >= page {
+                    q += 1;
+                }
+                target = q;
+                self.record_damage(DamageKind::MisdirectedSource, ino, page * unit..(page + 1) * unit);
+                self.record_damage(DamageKind::MisdirectedDest, ino, q * unit..(q + 1) * unit);
+                self.fault_event(
+                    FaultKind::MisdirectedWrite,
+                    "misdirected_write",
+                    Some(ino),
+                    page * unit,
+                    q * unit,
+                );
+                self.misdirected.push(MisdirectedWrite {
+                    seq: self.trace.last_seq(),
+                    ino,
+                    from: page * unit,
+                    to: q * unit,
+                    len: unit,
+                });
             }
-            target = q;
-            self.record_damage(DamageKind::MisdirectedSource, ino, page * unit..(page + 1) * unit);
-            self.record_damage(DamageKind::MisdirectedDest, ino, q * unit..(q + 1) * unit);
-            self.fault_event(
-                FaultKind::MisdirectedWrite,
-                "misdirected_write",
-                Some(ino),
-                page * unit,
-                q * unit,
-            );
-            self.misdirected.push(MisdirectedWrite {
-                seq: self.trace.last_seq(),
-                ino,
-                from: page * unit,
-                to: q * unit,
-                len: unit,
-            });
+            targets.push(target);
         }
         if let Some(f) = self.file_mut(ino) {
-            let src = f.vol.page(page).map(|s| s.to_vec());
-            f.dur.put_page(unit, target, src.as_deref());
+            for (&page, &target) in pages.iter().zip(&targets) {
+                f.dur.put_page(unit, target, f.vol.page(page));
+            }
         }
     }
 
@@ -212,9 +220,7 @@ impl State {
         if vol_len > f.dur.len {
             f.dur.set_len(unit, vol_len);
         }
-        for &p in &pages {
-            self.persist_page(ino, p);
-        }
+        self.persist_pages(ino, &pages);
         if let Some(f) = self.file_mut(ino) {
             f.dur.set_len(unit, vol_len);
             for p in &pages {

@@ -432,6 +432,26 @@ impl SimFs {
         self.lock().trace.events()
     }
 
+    /// The events of [`SimFs::trace`] whose `seq` is at least `seq` (those
+    /// from [`SimFs::next_seq`]'s answer then on, as far as the ring still
+    /// holds them), without copying the older ones.
+    ///
+    /// ```
+    /// use simfs::{Fs, SimFs};
+    /// futures::executor::block_on(async {
+    ///     let fs = SimFs::new(1);
+    ///     fs.create_dir_all(std::path::Path::new("/d")).await.unwrap();
+    ///     let seq = fs.next_seq();
+    ///     fs.sync_dir(std::path::Path::new("/d")).await.unwrap();
+    ///     let since = fs.trace_since(seq);
+    ///     assert_eq!(since.len(), 1);
+    ///     assert_eq!((since[0].seq, since[0].op), (seq, "sync_dir"));
+    /// });
+    /// ```
+    pub fn trace_since(&self, seq: u64) -> Vec<TraceEvent> {
+        self.lock().trace.events_since(seq)
+    }
+
     /// A hash of every event so far (including dropped ones).
     pub fn trace_hash(&self) -> u64 {
         self.lock().trace.hash()

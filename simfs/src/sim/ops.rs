@@ -484,9 +484,7 @@ impl State {
         let data = &buf[..n as usize];
         f.vol.write(unit, offset, data);
         let end = offset + n;
-        for p in offset / unit..end.div_ceil(unit) {
-            f.dirty.insert(p);
-        }
+        super::state::insert_range(&mut f.dirty, offset / unit..end.div_ceil(unit));
         let first = offset / super::state::SECTOR;
         let last = (end - 1) / super::state::SECTOR;
         let rewritten: Vec<u64> = f.bad_sectors.range(first..=last).copied().collect();

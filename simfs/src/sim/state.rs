@@ -73,15 +73,66 @@ impl FileNode {
             let dur_pages = self.dur.len.div_ceil(unit);
             let first = len / unit;
             let last = old.div_ceil(unit).min(dur_pages);
-            for p in first..last {
-                self.dirty.insert(p);
-            }
+            insert_range(&mut self.dirty, first..last);
             // Dirty pages wholly past both lengths no longer matter.
             let cut = len.div_ceil(unit).max(dur_pages);
             let _ = self.dirty.split_off(&cut);
             let sector_cut = len.div_ceil(SECTOR);
             let _ = self.bad_sectors.split_off(&sector_cut);
         }
+    }
+}
+
+/// Inserts every unit of `units` into `set`. A long run into a set not much
+/// larger is built in bulk and merged (a zero-fill ahead or a truncation
+/// dirties hundreds of units at once); the set is the same either way.
+pub(crate) fn insert_range(set: &mut BTreeSet<u64>, units: std::ops::Range<u64>) {
+    let n = units.end.saturating_sub(units.start);
+    if n <= 8 || set.len() as u64 > 4 * n {
+        for u in units {
+            set.insert(u);
+        }
+    } else {
+        let mut run: BTreeSet<u64> = units.collect();
+        set.append(&mut run);
+    }
+}
+
+/// A set of inode numbers as a bitmap: inode numbers are allocated densely
+/// from [`ROOT`] on, and reachability visits the same directory many times
+/// (once per pending operation on it).
+struct InoBits(Vec<u64>);
+
+impl InoBits {
+    /// An empty set, sized for inode numbers below `n`.
+    fn with_capacity(n: u64) -> InoBits {
+        InoBits(Vec::with_capacity(n.div_ceil(64).min(1 << 16) as usize))
+    }
+
+    /// Adds `ino`; whether it was new.
+    fn insert(&mut self, ino: u64) -> bool {
+        let (word, bit) = ((ino / 64) as usize, 1u64 << (ino % 64));
+        if word >= self.0.len() {
+            self.0.resize(word + 1, 0);
+        }
+        let new = self.0[word] & bit == 0;
+        self.0[word] |= bit;
+        new
+    }
+
+    fn contains(&self, ino: u64) -> bool {
+        self.0
+            .get((ino / 64) as usize)
+            .is_some_and(|w| w & (1u64 << (ino % 64)) != 0)
+    }
+
+    /// The members, in increasing order.
+    fn iter(&self) -> impl Iterator<Item = u64> + '_ {
+        self.0.iter().enumerate().flat_map(|(i, &w)| {
+            (0..64u64)
+                .filter(move |b| w & (1u64 << b) != 0)
+                .map(move |b| i as u64 * 64 + b)
+        })
     }
 }
 
@@ -440,8 +491,12 @@ impl State {
         self.reach(vec![ino], true, true)
     }
 
-    fn reach(&self, mut work: Vec<u64>, live: bool, durable: bool) -> BTreeSet<u64> {
-        let mut seen = BTreeSet::new();
+    fn reach(&self, work: Vec<u64>, live: bool, durable: bool) -> BTreeSet<u64> {
+        self.reach_bits(work, live, durable).iter().collect()
+    }
+
+    fn reach_bits(&self, mut work: Vec<u64>, live: bool, durable: bool) -> InoBits {
+        let mut seen = InoBits::with_capacity(self.next_ino);
         while let Some(ino) = work.pop() {
             if !seen.insert(ino) {
                 continue;
@@ -471,9 +526,9 @@ impl State {
                 }
             }
         }
-        let keep = self.reach(roots, true, true);
-        self.inodes.retain(|ino, _| keep.contains(ino));
-        self.locks.retain(|ino, _| keep.contains(ino));
+        let keep = self.reach_bits(roots, true, true);
+        self.inodes.retain(|ino, _| keep.contains(*ino));
+        self.locks.retain(|ino, _| keep.contains(*ino));
     }
 
     /// Bytes used: the volatile length of every live file.
@@ -506,6 +561,30 @@ mod tests {
         assert_eq!(c, vec!["x".to_string(), "y".to_string()]);
         assert!(State::components(Path::new("/..")).unwrap().is_empty());
         assert!(State::components(Path::new("")).is_err());
+    }
+
+    #[test]
+    fn ino_bits_is_a_set() {
+        let mut b = InoBits::with_capacity(3);
+        assert!(b.insert(1) && b.insert(200) && b.insert(64) && !b.insert(200));
+        assert!(b.contains(64) && !b.contains(63) && !b.contains(1 << 40));
+        assert_eq!(b.iter().collect::<Vec<_>>(), vec![1, 64, 200]);
+    }
+
+    #[test]
+    fn insert_range_same_set_either_way() {
+        for (have, run) in [
+            (vec![], 0..20),
+            (vec![3, 40], 0..30),
+            (vec![5], 5..6),
+            ((0..100).collect(), 90..120),
+        ] {
+            let mut a: BTreeSet<u64> = have.iter().copied().collect();
+            let mut b = a.clone();
+            insert_range(&mut a, run.clone());
+            b.extend(run);
+            assert_eq!(a, b);
+        }
     }
 
     #[test]

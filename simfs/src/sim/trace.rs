@@ -199,6 +199,12 @@ impl Trace {
         self.events.iter().cloned().collect()
     }
 
+    /// The events still in the ring whose `seq` is at least `seq`.
+    pub(crate) fn events_since(&self, seq: u64) -> Vec<TraceEvent> {
+        let from = self.events.partition_point(|e| e.seq < seq);
+        self.events.range(from..).cloned().collect()
+    }
+
     pub(crate) fn hash(&self) -> u64 {
         self.hash.finish()
     }
@@ -228,5 +234,9 @@ mod tests {
         assert_eq!(a.events().len(), 2);
         assert_eq!(a.events()[0].seq, 3);
         assert_eq!(a.hash(), b.hash());
+        assert_eq!(a.events_since(0), a.events());
+        assert_eq!(a.events_since(4).len(), 1);
+        assert!(a.events_since(5).is_empty());
+        assert_eq!(b.events_since(2), b.events()[2..].to_vec());
     }
 }
