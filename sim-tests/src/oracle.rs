@@ -147,8 +147,8 @@ pub struct Oracle {
     /// SimFs trace position at the end of the last recovery check.
     recovery_seq: u64,
     /// A power loss undid directory operations or file sizes that a lying
-    /// (or late-failing) sync had claimed durable (evidence from SimFs's
-    /// counters: the lie and the loss both happened). Allows the first index
+    /// (or late-failing) sync had claimed durable (evidence: a ledger entry
+    /// of that power loss on the log's files). Allows the first index
     /// to move back and truncated or pruned records to come back at the next
     /// recovery only; cleared by it.
     undone_by_lie: bool,
@@ -1466,12 +1466,12 @@ impl Oracle {
         }
     }
 
-    /// A power loss undid directory operations a lying (or late-failing)
-    /// sync had claimed durable: the runner saw both the lie and the loss
-    /// in SimFs's counters. Excuses the next recovery's first index moving
-    /// back and removed records coming back.
-    pub fn note_undone_by_lie(&mut self) {
-        self.event("a power loss undid directory operations a lying sync had claimed durable");
+    /// A power loss undid a directory operation or bytes a lying (or
+    /// late-failing) sync had claimed durable, on the log's files: `why`
+    /// describes the ledger entry. Excuses the next recovery's first index
+    /// moving back and removed records coming back.
+    pub fn note_undone_by_lie(&mut self, why: &str) {
+        self.event(&format!("a power loss undid what a sync had claimed durable: {why}"));
         self.undone_by_lie = true;
     }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use simfs::{CrashKind, FaultKind, OpMatch, SimFs, SyncFailureProfile, TraceEvent};
+use simfs::{CrashKind, DamageKind, FaultKind, OpMatch, SimFs, SyncFailureProfile, TraceEvent};
 use wal::{Error, RecoveryMode};
 
 use crate::api::{real_opener, LogApi, Opener};
@@ -181,7 +181,8 @@ struct Sim {
     /// SimFs's count of lying (or, on ext4 data=journal, late-failing)
     /// syncs at the last power loss: evidence that the next power loss may
     /// undo what they claimed.
-    lies_at_power_loss: u64,
+    /// SimFs trace position right before the last crash.
+    seq_at_crash: u64,
     /// SimFs's count of lying syncs when the open WAL was opened.
     lies_at_open: u64,
     /// A repair cut (an operator's `truncate_from`) that could not be made
@@ -308,7 +309,7 @@ async fn simulate(cfg: RunConfig, opener: Opener) -> (Oracle, u64, RunEnd, Vec<S
         open_seq: 0,
         flushes_seen: 0,
         scan_stopped: false,
-        lies_at_power_loss: 0,
+        seq_at_crash: 0,
         lies_at_open: 0,
         pending_cut: None,
         cut_attempts: 0,
@@ -869,6 +870,7 @@ impl Sim {
 
     /// What [`Sim::crash_fs`] does right before the crash.
     fn before_crash(&mut self) {
+        self.seq_at_crash = self.ctx.fs.next_seq();
         self.note_after_effect();
         if self.renamed_since_open {
             self.recovery_after_rename = true;
@@ -881,17 +883,25 @@ impl Sim {
         self.crashed_since_open = true;
         self.ctx.oracle().snapshot_after_crash();
         if kind == CrashKind::PowerLoss {
-            let c = self.ctx.fs.counters();
-            let late = if self.ctx.cfg.profile == SyncFailureProfile::Ext4DataJournal {
-                c.get(FaultKind::SyncFail)
-            } else {
-                0
-            };
-            let lies = c.get(FaultKind::LyingSync) + late;
-            if lies > self.lies_at_power_loss {
-                self.ctx.oracle().note_undone_by_lie();
+            // The ledger's evidence, not the lie counter: what this power
+            // loss undid that a sync had claimed (or, ext4 data=journal, a
+            // failed sync reported one call late had dropped), on a file or
+            // directory entry of the log.
+            let dir = self.ctx.dir.to_string_lossy().into_owned();
+            let undone = self.ctx.fs.damage_since(self.seq_at_crash).into_iter().find(|d| {
+                matches!(
+                    d.kind,
+                    DamageKind::UnpersistedDirOp | DamageKind::UnpersistedSync | DamageKind::DroppedBySyncFailure
+                ) && d
+                    .path
+                    .as_deref()
+                    .and_then(|p| p.rsplit_once('/'))
+                    .map(|(parent, _)| parent)
+                    == Some(dir.as_str())
+            });
+            if let Some(d) = undone {
+                self.ctx.oracle().note_undone_by_lie(&crate::damage::describe(&d));
             }
-            self.lies_at_power_loss = lies;
         }
     }
 
