@@ -16,7 +16,8 @@
 //! directory). An open that finds a journal first checks it: a whole one is
 //! written back into its segment (the same bytes the interrupted recovery
 //! was writing) and made durable; a torn one was never complete, so no
-//! in-place write had begun, and it is removed. The journal is removed, and
+//! in-place write had begun, and it is removed, as is one whose segment
+//! does not exist (see [`replay`]). The journal is removed, and
 //! the removal made durable, before the open returns: a stale journal
 //! replayed after the log moved on would overwrite newer records.
 //!
@@ -127,6 +128,8 @@ pub(crate) enum Replayed {
     /// A whole journal: this many bytes written back into its segment,
     /// made durable, and the journal removed.
     Bytes(u64),
+    /// A whole journal for a segment that does not exist: removed.
+    Stale,
 }
 
 /// The parsed fixed part of a journal.
@@ -138,8 +141,8 @@ struct Head {
 }
 
 /// Replays the journal, if any (see the module docs). A whole journal whose
-/// segment is missing, or whose name is not an active segment's, is
-/// corruption: nothing is changed.
+/// name is not an active segment's is corruption: nothing is changed. One
+/// whose segment does not exist is stale and removed.
 pub(crate) async fn replay<F: Fs>(fs: &F, dir: &Path) -> Result<Replayed> {
     let path = dir.join(JOURNAL_NAME);
     let journal = match fs.open(&path, OpenOptions::new().read(true)).await {
@@ -165,11 +168,18 @@ pub(crate) async fn replay<F: Fs>(fs: &F, dir: &Path) -> Result<Replayed> {
     let target = match fs.open(&seg_path, OpenOptions::new().read(true).write(true)).await {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(Error::corruption(
-                &path,
-                24,
-                format!("journal for {}, which does not exist", head.name),
-            ))
+            // The segment's name never became durable (recovery writes the
+            // journal before its directory fsync; a power loss can keep the
+            // journal's name and lose the segment's), or the open that
+            // wrote the journal went on to seal or remove the segment and
+            // the journal's removal was lost. Either way nothing in it was
+            // acknowledged durable: a segment gets a durable name (file and
+            // directory fsync) before any record is written to it, so a
+            // record whose fsync returned `Ok` lives in a segment whose name
+            // survives. The journal is stale.
+            warn!(journal = %path.display(), segment = %head.name, "removing a recovery journal whose segment does not exist");
+            remove(fs, dir).await?;
+            return Ok(Replayed::Stale);
         }
         Err(e) => return Err(Error::io("open", &seg_path, 0, e)),
     };

@@ -92,8 +92,10 @@ pub(crate) async fn recover<F: Fs>(
     let mut report = RecoveryReport::default();
     // An earlier recovery's interrupted rewrite is finished first, before
     // anything reads the segment it was writing.
-    if let Replayed::Bytes(n) = journal::replay(fs, dir).await? {
-        report.journal_replayed_bytes = n;
+    match journal::replay(fs, dir).await? {
+        Replayed::Bytes(n) => report.journal_replayed_bytes = n,
+        Replayed::Stale => report.removed_files.push(JOURNAL_NAME.to_string()),
+        Replayed::None | Replayed::Torn => {}
     }
     let mut meta = read_meta(fs, dir).await?;
     let entries = fs.read_dir(dir).await.map_err(|e| Error::io("read_dir", dir, 0, e))?;

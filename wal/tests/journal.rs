@@ -1,6 +1,7 @@
 //! The rewrite journal (FORMAT.md §8.5) as an open meets it: whole ones are
-//! replayed into their segment, torn ones removed, foreign or orphaned ones
-//! refused with a typed error that changes nothing; garbage never panics.
+//! replayed into their segment, torn and orphaned ones removed, one naming a
+//! sealed segment refused with a typed error that changes nothing; garbage
+//! never panics.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -93,28 +94,43 @@ fn a_torn_journal_is_removed_and_changes_nothing() {
 }
 
 #[test]
-fn a_journal_for_a_missing_or_sealed_segment_is_corruption_and_nothing_changes() {
+fn a_journal_naming_a_sealed_segment_is_corruption_and_nothing_changes() {
     block_on(async {
         let fs = SimFs::new(3);
         let (name, bytes) = log(&fs).await;
-        for target in [
-            "00000000000000000999-active-0000000000000009.wal",
-            "00000000000000000000-00000000000000000009-0000000000000001.wal",
-        ] {
-            let j = journal(64, target, &[0xEE; 32]);
-            put(&fs, JOURNAL, &j).await;
-            match open(&fs, Options::default()).await {
-                Err(Error::Corruption { segment, .. }) => assert!(segment.ends_with(JOURNAL), "{segment:?}"),
-                Err(e) => panic!("{target}: {e}"),
-                Ok(_) => panic!("{target}: opened"),
-            }
-            assert_eq!(fs.durable_content(&dir().join(JOURNAL)).unwrap(), j, "journal kept");
-            assert_eq!(
-                fs.durable_content(&dir().join(&name)).unwrap(),
-                bytes,
-                "segment unchanged"
-            );
+        let target = "00000000000000000000-00000000000000000009-0000000000000001.wal";
+        let j = journal(64, target, &[0xEE; 32]);
+        put(&fs, JOURNAL, &j).await;
+        match open(&fs, Options::default()).await {
+            Err(Error::Corruption { segment, .. }) => assert!(segment.ends_with(JOURNAL), "{segment:?}"),
+            Err(e) => panic!("{e}"),
+            Ok(_) => panic!("opened"),
         }
+        assert_eq!(fs.durable_content(&dir().join(JOURNAL)).unwrap(), j, "journal kept");
+        assert_eq!(
+            fs.durable_content(&dir().join(&name)).unwrap(),
+            bytes,
+            "segment unchanged"
+        );
+    });
+}
+
+/// Soak seed 30056279: a recovery wrote the journal for a new segment whose
+/// name was not durable yet; a power loss kept the journal's name and lost
+/// the segment's. Nothing in it was acknowledged: the journal is stale.
+#[test]
+fn a_journal_whose_segment_does_not_exist_is_stale_and_removed() {
+    block_on(async {
+        let fs = SimFs::new(4);
+        let (name, bytes) = log(&fs).await;
+        let target = "00000000000000000999-active-0000000000000009.wal";
+        put(&fs, JOURNAL, &journal(64, target, &[0xEE; 32])).await;
+        let wal = open(&fs, Options::default()).await.unwrap();
+        assert!(wal.recovery_report().removed_files.contains(&JOURNAL.to_string()));
+        assert_eq!(wal.next_index(), 10);
+        drop(wal);
+        assert!(fs.durable_content(&dir().join(JOURNAL)).is_none());
+        assert_eq!(fs.durable_content(&dir().join(&name)).unwrap()[..64], bytes[..64]);
     });
 }
 
