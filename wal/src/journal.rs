@@ -183,6 +183,15 @@ pub(crate) async fn replay<F: Fs>(fs: &F, dir: &Path) -> Result<Replayed> {
         }
         Err(e) => return Err(Error::io("open", &seg_path, 0, e)),
     };
+    // The journal may be whole only in the page cache (the open that wrote
+    // it failed before its fsync; a process crash kept the pages): it must
+    // be durable before its bytes go back in flight, or a power loss during
+    // the replay could lose both copies (soak seed 30005268).
+    journal
+        .sync_data()
+        .await
+        .map_err(|e| Error::io("sync_data", &path, 0, e))?;
+    fs.sync_dir(dir).await.map_err(|e| Error::io("sync_dir", dir, 0, e))?;
     let mut buf = Vec::new();
     let mut done = 0;
     while done < head.data_len {

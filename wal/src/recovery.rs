@@ -753,11 +753,17 @@ async fn scan_active<F: Fs>(
     // the filesystem rewrites the atomic unit holding it) put bytes in
     // flight that may have been durable; the journal holds a durable copy
     // of all of them until the open is done (G16, G19: `journal`).
-    let unit_start = committed_end - committed_end % align_bytes.max(1);
+    // An in-place write dirties whole atomic units: the journal starts at
+    // the alignment block holding `from` (the bytes before it in that block
+    // may be durable records), or at the one holding `committed_end` when
+    // the cut follows and that is lower.
+    let align = align_bytes.max(1);
+    let unit_start = committed_end - committed_end % align;
+    let from_block = from - from % align;
     let journal_from = if len > committed_end {
-        from.min(unit_start)
+        from_block.min(unit_start)
     } else {
-        from
+        from_block
     };
     let journaled = journal_from < committed_end;
     if journaled {

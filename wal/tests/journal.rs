@@ -8,7 +8,7 @@ mod common;
 
 use common::*;
 use futures::executor::block_on;
-use simfs::{CrashKind, File, Fs, OpenOptions, SimFs};
+use simfs::{CrashKind, FaultConfig, File, Fs, OpMatch, OpenOptions, SimConfig, SimFs};
 use wal::{Error, Options};
 
 const JOURNAL: &str = "recovery.journal";
@@ -151,4 +151,44 @@ fn garbage_journals_never_panic() {
             fs.crash(CrashKind::Process);
         }
     });
+}
+
+/// Soak seed 30005268: the open that wrote a journal failed before its
+/// fsyncs, so the journal was whole only in the page cache; the next open
+/// replayed it into the segment, and a power loss during that write lost
+/// the journal (its name never durable) and tore the segment's unit, which
+/// held durable records. A replay now makes the journal durable first.
+#[test]
+fn a_journal_is_made_durable_before_it_is_replayed() {
+    for seed in 0..16u64 {
+        block_on(async {
+            let cfg = SimConfig {
+                atomic_write_unit_bytes: 512,
+                faults: FaultConfig {
+                    torn_garbage: 1.0,
+                    ..FaultConfig::none()
+                },
+                ..SimConfig::default()
+            };
+            let fs = SimFs::with_config(seed, cfg);
+            let (name, bytes) = log(&fs).await;
+            // Whole, in the page cache only (no fsync, no directory fsync).
+            let f = fs
+                .open(&dir().join(JOURNAL), OpenOptions::new().write(true).create(true))
+                .await
+                .unwrap();
+            f.write_all_at(&journal(0, &name, &bytes[..1024]), 0).await.unwrap();
+            drop(f);
+            fs.crash_after_next(OpMatch::ops(&["write"]), CrashKind::PowerLoss);
+            assert!(
+                open(&fs, Options::default()).await.is_err(),
+                "seed {seed}: crashed in the replay"
+            );
+            let wal = open(&fs, Options::default()).await.unwrap();
+            assert_eq!(wal.next_index(), 10, "seed {seed}: {:?}", wal.recovery_report());
+            for (i, p) in collect(&wal).await.unwrap() {
+                assert_eq!(p, payload(i, 40), "seed {seed}");
+            }
+        });
+    }
 }
