@@ -152,6 +152,11 @@ pub struct Oracle {
     /// to move back and truncated or pruned records to come back at the next
     /// recovery only; cleared by it.
     undone_by_lie: bool,
+    /// The operator moved segments aside since the last recovery (damage
+    /// the ledger explained): the first index may fall back to the meta
+    /// file's low-water mark (a prune that removed nothing promises its
+    /// first index through the first segment's name, which went aside).
+    moved_aside: bool,
     /// The operator moved a damaged meta file aside (the ledger explained
     /// the damage): the low-water mark it held, the first index then. The
     /// next recovery may start below it, and records below it that a prune
@@ -236,6 +241,7 @@ impl Oracle {
             crash_seq: None,
             recovery_seq: 0,
             undone_by_lie: false,
+            moved_aside: false,
             meta_lost: None,
             eio_read: cfg.on(FaultClass::EioRead)
                 || cfg.on(FaultClass::EioOpen)
@@ -714,6 +720,12 @@ impl Oracle {
             self.cov.mark(Mark::UndoneByLyingSync);
         } else if first < self.first_lo && self.meta_lost.is_some() {
             self.cov.mark(Mark::LowWaterLostWithMeta);
+        } else if first < self.first_lo && self.moved_aside {
+            // The segments that set the first index went aside: the log
+            // starts where the meta file's mark says (seed 30042993).
+            self.event(&format!(
+                "first index back to {first} (low-water mark) after segments were moved aside"
+            ));
         } else if first < self.first_lo {
             self.violation(format!(
                 "first index {first} moved backwards: a prune returned Ok or a recovery saw first index {}",
@@ -1318,7 +1330,8 @@ impl Oracle {
         // keeping the undone one would flag the same move back again at the
         // next recovery (seed 501036: a prune's Ok(...429) undone, recovered
         // at ...399, then a process crash and ...399 again).
-        self.first_lo = if self.undone_by_lie || self.meta_lost.take().is_some() {
+        let moved_aside = std::mem::take(&mut self.moved_aside);
+        self.first_lo = if self.undone_by_lie || self.meta_lost.take().is_some() || moved_aside {
             first
         } else {
             self.first_lo.max(first)
@@ -1517,6 +1530,12 @@ impl Oracle {
             "prune_through({k}) removing it while {}",
             damage::describe(&lost)
         ))
+    }
+
+    /// The operator moved a segment aside (for damage the ledger
+    /// explained).
+    pub fn note_moved_aside(&mut self) {
+        self.moved_aside = true;
     }
 
     /// The highest low-water mark the meta file the operator moved aside

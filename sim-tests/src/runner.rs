@@ -1180,6 +1180,9 @@ impl Sim {
         if done {
             o.cov.mark(mark);
             o.cov.mark(Mark::DamageRepaired);
+            if mark == Mark::FileMovedAside && path.to_string_lossy().ends_with(".wal") {
+                o.note_moved_aside();
+            }
         }
         done
     }
