@@ -20,8 +20,8 @@ use simfs::{File, Fs, OpenOptions};
 use tracing::{info, warn};
 
 use crate::codec::{
-    decode_frame, decode_frame_header, FrameKind, FrameSeed, HeaderError, SegmentHeader, FRAME_ALIGN_BYTES,
-    FRAME_HEADER_BYTES, SEGMENT_HEADER_BYTES,
+    decode_frame, decode_frame_header, encode_padding, padding_len, FrameKind, FrameSeed, HeaderError, SegmentHeader,
+    FRAME_ALIGN_BYTES, FRAME_HEADER_BYTES, SEGMENT_HEADER_BYTES,
 };
 use crate::error::{Error, Result};
 use crate::journal::{self, Replayed, JOURNAL_NAME};
@@ -775,6 +775,23 @@ async fn scan_active<F: Fs>(
         journal::write(fs, dir, &name, &*file, journal_from, committed_end).await?;
     }
     report.rewritten_bytes = rewrite_tail(&file, path, from, committed_end).await?;
+    // A segment with no record whose creation's padding was torn ends right
+    // after its header, inside the header's atomic unit: the first append
+    // would write into that unit and a power loss could tear the header
+    // (soak seed 40023628). Finish the padding to the alignment, as
+    // creation writes it, while the journal holds the header.
+    let (committed_end, len) = if next == first && committed_end % align != 0 {
+        let pad = padding_len(committed_end, align);
+        let mut bytes = Vec::with_capacity(pad);
+        encode_padding(&mut bytes, seed, first, 0, pad);
+        file.write_all_at(&bytes, committed_end)
+            .await
+            .map_err(|e| Error::io("write", path, committed_end, e))?;
+        let end = committed_end + pad as u64;
+        (end, len.max(end))
+    } else {
+        (committed_end, len)
+    };
     file.sync_data().await.map_err(|e| Error::io("sync_data", path, 0, e))?;
     // The cut waits for `finish_active`, the open's last fallible step.
     Ok(ActiveScan::Valid {
