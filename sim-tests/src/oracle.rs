@@ -1617,7 +1617,17 @@ impl Oracle {
                 return Some(damage::describe(d));
             }
         }
-        let ino = fs.inode_of(path)?;
+        // The file may have been renamed since the error (a seal racing the
+        // read that reported it: seed 40072956): the ledger's entries name
+        // the path they struck under.
+        let named = path.to_string_lossy();
+        let ino = fs.inode_of(path).or_else(|| {
+            ledger
+                .iter()
+                .rev()
+                .find(|d| d.path.as_deref() == Some(named.as_ref()))
+                .map(|d| d.ino)
+        })?;
         let fallback = offset + wal::codec::FRAME_HEADER_BYTES as u64 + self.max_record_bytes as u64 + 8;
         // A read error names where the read began, not the bad sector: any
         // unreadable sector of the file explains it.
