@@ -206,11 +206,18 @@ pub(crate) async fn recover<F: Fs>(
                 // A new segment whose header never became durable, holding no
                 // valid frame: nothing in it was ever acknowledged. Its id
                 // must not come back: record the id high-water mark first.
+                // A new meta file's mark is where the log starts now: the
+                // first sealed segment's first index, if any (an empty
+                // log's next index otherwise). `empty_next` alone could be
+                // above a sealed segment that starts below the configured
+                // first index, and the next open would start at the mark
+                // (found by the `recover` fuzz target: not idempotent).
+                let low_water = segments.first().map_or(empty_next, |s| s.first_index);
                 let m = Meta {
                     next_segment_id,
                     clean: None,
                     ..meta.unwrap_or(Meta {
-                        low_water: empty_next,
+                        low_water,
                         next_segment_id,
                         clean: None,
                     })
