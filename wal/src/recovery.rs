@@ -51,7 +51,8 @@ pub struct RecoveryReport {
     pub torn_bytes_cut: u64,
     /// Where the scan stopped and why, if not at a clean end.
     pub stop_reason: Option<String>,
-    /// Files removed: temporary leftovers and torn new segments.
+    /// Files removed: temporary leftovers, torn new segments, leftovers of
+    /// interrupted lifecycle operations, and a stale rewrite journal.
     pub removed_files: Vec<String>,
     /// Names in the directory that are not the log's and were left alone.
     pub ignored_files: Vec<String>,
@@ -277,8 +278,8 @@ pub(crate) async fn recover<F: Fs>(
     // An interrupted prune through the end of the log: the low-water mark
     // is durable, every segment is below it. They are leftovers.
     if let Some(low) = low_water.filter(|&low| next_index < low) {
-        // The journal goes first: it names the active segment, and a
-        // journal outliving its segment is corruption at the next open.
+        // The journal goes first: it names the active segment, and once
+        // that is gone the journal is only a stale file for the next open.
         if std::mem::take(&mut journaled) {
             journal::remove(fs, dir).await?;
         }
