@@ -318,6 +318,16 @@ impl Layout {
     }
 }
 
+/// Whether ledger entry `d` struck a file (or entry) directly in `dir`
+/// (the path it struck under, compared as text).
+pub fn in_dir(d: &Damage, dir: &str) -> bool {
+    d.path
+        .as_deref()
+        .and_then(|p| p.rsplit_once('/'))
+        .map(|(parent, _)| parent)
+        == Some(dir)
+}
+
 /// Whether damage `d` can have destroyed bytes of the record at `loc` or of
 /// its commit frame.
 fn hits(d: &Damage, loc: RecordLoc) -> bool {

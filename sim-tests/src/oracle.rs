@@ -1494,14 +1494,9 @@ impl Oracle {
         let Some(fs) = &self.fs else { return false };
         let since = self.recovery_seq;
         let dir = self.dir.to_string_lossy().into_owned();
-        fs.damage_since(since).iter().any(|d| {
-            d.kind == simfs::DamageKind::UnpersistedDirOp
-                && d.path
-                    .as_deref()
-                    .and_then(|p| p.rsplit_once('/'))
-                    .map(|(parent, _)| parent)
-                    == Some(dir.as_str())
-        })
+        fs.damage_since(since)
+            .iter()
+            .any(|d| d.kind == simfs::DamageKind::UnpersistedDirOp && damage::in_dir(d, &dir))
     }
 
     /// Why record `idx` of attempt `id` may be missing from the middle of
@@ -1607,11 +1602,7 @@ impl Oracle {
             let lost_entry = ledger.iter().find(|d| {
                 d.kind == simfs::DamageKind::UnpersistedDirOp
                     && d.seq >= self.crash_seq.unwrap_or(u64::MAX)
-                    && d.path
-                        .as_deref()
-                        .and_then(|p| p.rsplit_once('/'))
-                        .map(|(parent, _)| parent)
-                        == dir.as_deref()
+                    && dir.as_deref().is_some_and(|dir| damage::in_dir(d, dir))
             });
             if let Some(d) = lost_entry {
                 return Some(damage::describe(d));

@@ -901,12 +901,7 @@ impl Sim {
                 matches!(
                     d.kind,
                     DamageKind::UnpersistedDirOp | DamageKind::UnpersistedSync | DamageKind::DroppedBySyncFailure
-                ) && d
-                    .path
-                    .as_deref()
-                    .and_then(|p| p.rsplit_once('/'))
-                    .map(|(parent, _)| parent)
-                    == Some(dir.as_str())
+                ) && crate::damage::in_dir(d, &dir)
             });
             if let Some(d) = undone {
                 self.ctx.oracle().note_undone_by_lie(&crate::damage::describe(&d));

@@ -97,7 +97,11 @@ fn a_torn_journal_is_removed_and_changes_nothing() {
             assert_eq!(wal.next_index(), 10);
             drop(wal);
             assert!(fs.durable_content(&dir().join(JOURNAL)).is_none());
-            assert_eq!(fs.durable_content(&dir().join(&name)).unwrap(), bytes, "segment unchanged");
+            assert_eq!(
+                fs.durable_content(&dir().join(&name)).unwrap(),
+                bytes,
+                "segment unchanged"
+            );
         }
     });
 }
