@@ -410,6 +410,16 @@ async fn restore_compaction_outputs<F: Fs>(
         if !holds_missing_records(sealed, active, first, last, low) {
             continue;
         }
+        if let Some(newer) = newer_overlapping(sealed, active, first, last, id) {
+            // Ids only grow, and a truncation keeps its segment's id: a
+            // segment at least as new as this output that holds some of its
+            // indices was written after the compaction (a truncation's
+            // rewrite, or appends after a prune or truncation) and holds
+            // the newer version of them. The output is stale; its "missing"
+            // indices were pruned or truncated (simulation seed 50045635).
+            warn!(output = %tmp_name, newer = %newer, "a compaction output overlaps a newer segment: stale, left as a leftover");
+            continue;
+        }
         let tmp_path = dir.join(tmp_name);
         let seg: Segment<F> = Segment::new(
             id,
@@ -451,6 +461,24 @@ async fn restore_compaction_outputs<F: Fs>(
         sealed.sort_by(|a, b| a.1.cmp(&b.1));
     }
     Ok(())
+}
+
+/// The name of a segment whose id is at least `id` and whose range meets
+/// `[first, last]`, if there is one.
+fn newer_overlapping<'a>(
+    sealed: &'a [(SegmentName, String)],
+    active: &'a [(SegmentName, String)],
+    first: u64,
+    last: u64,
+    id: u64,
+) -> Option<&'a str> {
+    sealed.iter().chain(active.iter()).find_map(|(n, s)| {
+        let (f, l) = match *n {
+            SegmentName::Sealed { first, last, .. } => (first, last),
+            SegmentName::Active { first, .. } => (first, u64::MAX),
+        };
+        (n.id() >= id && f <= last && l >= first).then_some(s.as_str())
+    })
 }
 
 /// Whether some index of `[first, last]`, at or above `low`, is held by no

@@ -1038,6 +1038,39 @@ fn a_compaction_output_whose_rename_was_lost_is_restored_when_it_holds_missing_r
     });
 }
 
+/// A stale compaction output under its temporary name (a compaction whose
+/// rename failed, its inputs kept) whose indices were later truncated and
+/// pruned, while newer segments hold some of its indices again (simulation
+/// seed 50045635). Without a meta file (lost under a lying fsync) the pruned
+/// prefix looks "missing", but a segment at least as new as the output holds
+/// part of its range: the output is stale and must stay a leftover. Restoring
+/// it made the open fail with an overlap; with the newer-segment check
+/// planted out this test fails.
+#[test]
+fn a_stale_compaction_output_overlapping_a_newer_segment_is_not_restored() {
+    block_on(async {
+        let fs = SimFs::new(14);
+        let wal = open(&fs, five_per_segment()).await.unwrap();
+        let (_, output) = compact_three(&wal, &fs).await;
+        let out_bytes = content(&fs, &output).await;
+        wal.truncate_from(3).await.unwrap();
+        fill(&wal, 9).await;
+        assert_eq!(wal.prune_through(2).await.unwrap(), 3);
+        let before = collect(&wal).await.unwrap();
+        assert_eq!(indices(&before), (3..12).collect::<Vec<_>>());
+        drop(wal);
+        put(&fs, &tmp_name(&output), &out_bytes).await;
+        fs.remove_file(&dir().join("meta")).await.unwrap();
+        fs.sync_dir(dir()).await.unwrap();
+        fs.crash(CrashKind::PowerLoss);
+
+        let wal = open(&fs, five_per_segment()).await.unwrap();
+        assert_eq!(collect(&wal).await.unwrap(), before);
+        let names = dir_names(&fs).await;
+        assert!(!names.iter().any(|n| n.ends_with(".tmp")), "{names:?}");
+    });
+}
+
 /// A compaction output under its temporary name is a leftover (removed,
 /// never used) when the remaining segments hold every record of its range
 /// (a crash before its rename), when it is damaged, and when it would only
