@@ -255,7 +255,19 @@ impl Layout {
     /// from its name; frames past it are not part of the log (a truncation
     /// seals by name and leaves their bytes in place).
     /// Returns the records found, in the order inserted.
+    ///
+    /// Records that damage made unreadable are located here too: the
+    /// members of a batch a damaged stretch cut off, and the indices missing
+    /// between the last frame before the stretch and the first after it (a
+    /// segment's indices are dense). They sit at the stretch and commit at
+    /// the next commit frame after it (or the image's end). Without this they
+    /// kept the location an older file gave them (seed 50007697: bit rot in
+    /// a truncation's rewritten active segment, the destroyed records still
+    /// located in the sealed original recovery then removed, so the loss
+    /// looked unexplained).
     fn parse(&mut self, ino: u64, bytes: &[u8], last: Option<u64>) -> Vec<(u64, RecordLoc)> {
+        /// At most this many indices inferred across one damaged stretch.
+        const MAX_INFERRED_PER_GAP: u64 = 1 << 16;
         let mut found = Vec::new();
         let Some(head) = bytes.get(..codec::SEGMENT_HEADER_BYTES) else {
             return found;
@@ -268,37 +280,62 @@ impl Layout {
         frames.clear();
         let mut off = codec::SEGMENT_HEADER_BYTES;
         let mut batch: Vec<(u64, u64, u64)> = Vec::new();
+        // Records damage cut off from their commit frame: (index, start, durable_next).
+        let mut cut: Vec<(u64, u64, u64)> = Vec::new();
+        let mut next_expected = header.first_index;
+        let mut gap_at: Option<u64> = None;
+        let mut resolve = |entries: &mut Vec<(u64, u64, u64)>, commit_end: u64, found: &mut Vec<(u64, RecordLoc)>| {
+            for (index, start, durable_next) in entries.drain(..) {
+                let loc = RecordLoc {
+                    ino,
+                    start,
+                    commit_end,
+                    durable_next,
+                };
+                self.by_index.insert(index, loc);
+                found.push((index, loc));
+            }
+        };
         while off + codec::FRAME_HEADER_BYTES <= bytes.len() {
             let Ok((h, _)) = codec::decode_frame(&bytes[off..], seed) else {
                 // Damage (or unwritten space): look for later frames, as
                 // the records there are still where they were.
-                batch.clear();
+                gap_at.get_or_insert(off as u64);
+                cut.append(&mut batch);
                 off += skip_len(&bytes[off..]);
                 continue;
             };
             let start = off as u64;
             let end = start + h.frame_len() as u64;
+            if h.kind != FrameKind::Padding {
+                if let Some(at) = gap_at.take() {
+                    let missing = next_expected..h.index;
+                    if missing.end.saturating_sub(missing.start) <= MAX_INFERRED_PER_GAP {
+                        cut.extend(missing.map(|i| (i, at, 0)));
+                    }
+                }
+                next_expected = next_expected.max(h.index.saturating_add(1));
+            }
             match h.kind {
                 FrameKind::Padding => {}
                 FrameKind::BatchMember => batch.push((h.index, start, h.durable_next)),
-                FrameKind::Record | FrameKind::BatchEnd if last.is_some_and(|l| h.index > l) => break,
+                FrameKind::Record | FrameKind::BatchEnd if last.is_some_and(|l| h.index > l) => {
+                    cut.retain(|c| last.is_some_and(|l| c.0 <= l));
+                    resolve(&mut cut, start, &mut found);
+                    return found;
+                }
                 FrameKind::Record | FrameKind::BatchEnd => {
+                    resolve(&mut cut, end, &mut found);
                     batch.push((h.index, start, h.durable_next));
-                    for (index, s, durable_next) in batch.drain(..) {
-                        let loc = RecordLoc {
-                            ino,
-                            start: s,
-                            commit_end: end,
-                            durable_next,
-                        };
-                        self.by_index.insert(index, loc);
-                        found.push((index, loc));
+                    for &(_, s, _) in &batch {
                         frames.insert(s, end);
                     }
+                    resolve(&mut batch, end, &mut found);
                 }
             }
             off += h.frame_len();
         }
+        resolve(&mut cut, bytes.len() as u64, &mut found);
         found
     }
 
@@ -392,6 +429,64 @@ pub fn explain_report<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Seed 50007697's shape: records 5, 6 and 7 a batch, the second's
+    /// frame destroyed. All three are located in this file, committing at
+    /// the batch's end (the first two used to be left out, so a stale copy
+    /// elsewhere kept them and their loss looked unexplained).
+    #[test]
+    fn records_a_damaged_stretch_cut_off_are_located_at_it() {
+        let header = SegmentHeader {
+            segment_id: 1,
+            first_index: 4,
+            salt: 9,
+        };
+        let seed = header.frame_seed();
+        let mut img = header.encode().to_vec();
+        let mut starts = Vec::new();
+        for (kind, index) in [
+            (FrameKind::Record, 4),
+            (FrameKind::BatchMember, 5),
+            (FrameKind::BatchMember, 6),
+            (FrameKind::BatchEnd, 7),
+            (FrameKind::Record, 8),
+        ] {
+            starts.push(img.len() as u64);
+            codec::encode_frame(&mut img, seed, kind, index, 4, &[index as u8; 40]);
+        }
+        let batch_end = starts[4];
+        let clean = img.clone();
+        img[starts[2] as usize + 40] ^= 1;
+        let mut layout = Layout::default();
+        let found = layout.parse(7, &img, None);
+        let at = |i: u64| layout.locate(i).unwrap();
+        assert_eq!(found.len(), 5, "{found:?}");
+        assert_eq!((at(5).ino, at(5).start, at(5).commit_end), (7, starts[1], batch_end));
+        assert_eq!((at(6).ino, at(6).start, at(6).commit_end), (7, starts[2], batch_end));
+        assert_eq!((at(7).start, at(7).commit_end), (starts[3], batch_end));
+        assert_eq!(at(4).commit_end, starts[1]);
+        assert_eq!(at(8).start, starts[4]);
+        // Damage in the middle of the batch explains losing its first member.
+        let d = Damage {
+            kind: DamageKind::BitRot,
+            path: None,
+            ino: 7,
+            range: starts[2] + 40..starts[2] + 41,
+            seq: 10,
+            time_ns: 0,
+        };
+        assert!(explain_loss(std::slice::from_ref(&d), 5, at(5), 0, false, false, &layout).is_some());
+        // A stretch at the end: the member cut off commits at the image's end.
+        let cut = starts[3] as usize + 48;
+        let mut tail = clean[..cut].to_vec();
+        tail[starts[3] as usize] ^= 1;
+        let found = Layout::default().parse(8, &tail, None);
+        assert_eq!(found.iter().filter(|(i, _)| [5, 6].contains(i)).count(), 2, "{found:?}");
+        assert!(
+            found.iter().all(|(i, l)| *i == 4 || l.commit_end == cut as u64),
+            "{found:?}"
+        );
+    }
 
     #[test]
     fn leading_zeros_and_skip_len() {
