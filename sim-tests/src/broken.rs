@@ -99,7 +99,7 @@ impl Drop for Unplant {
 
 impl Bug {
     /// Every planted bug.
-    pub const ALL: [Bug; 14] = [
+    pub const ALL: [Bug; 15] = [
         Bug::Fs(FsBug::NoFsync),
         Bug::Fs(FsBug::NoDirSync),
         Bug::Fs(FsBug::RetryFailedFsync),
@@ -114,6 +114,7 @@ impl Bug {
         Bug::Fs(FsBug::MetaTmpAlwaysThere),
         Bug::Engine(Planted::RecoveryCutNotSynced),
         Bug::Engine(Planted::PruneIgnoresLeases),
+        Bug::Engine(Planted::RecoveryJournalNotSynced),
     ];
 
     /// The opener that runs the real WAL with this bug planted.

@@ -411,6 +411,51 @@ pub fn explain_loss<'a>(
     })
 }
 
+/// The name of recovery's journal (FORMAT.md §8.5) in a log directory.
+const JOURNAL_NAME: &str = "recovery.journal";
+
+/// A durable record lost to recovery's own in-place rewrite (FORMAT.md
+/// §8.5) when the device lied about the journal that protects it: garbage
+/// a power loss left in a unit the rewrite was writing, at or before the
+/// record's bytes in its file, after its append began, and at the same
+/// power loss (same simulated instant) a lost sync or directory entry of
+/// that directory's `recovery.journal`. Returns both entries: the garbage
+/// alone names a unit the WAL rewrote while it held durable data, which is
+/// the WAL's bug unless its journal was made durable first, and here the
+/// device only claimed it was (simulation seed 60060491).
+///
+/// The same proof rule as [`explain_loss`]: no valid frame the crash left
+/// after the garbage may prove the record durable.
+pub fn explain_unjournaled_rewrite<'a>(
+    ledger: &'a [Damage],
+    index: u64,
+    loc: RecordLoc,
+    since: u64,
+    point_in_time: bool,
+    layout: &Layout,
+) -> Option<(&'a Damage, &'a Damage)> {
+    // Garbage on the record's own bytes first: it names the cause best.
+    let on_record = ledger.iter().filter(|d| hits(d, loc));
+    on_record
+        .chain(ledger.iter().filter(|d| !hits(d, loc)))
+        .filter(|d| {
+            d.kind == DamageKind::Garbage
+                && d.ino == loc.ino
+                && d.range.start < loc.commit_end
+                && d.seq >= since
+                && (point_in_time || !layout.proves_durable(d.ino, d.range.end, index))
+        })
+        .find_map(|g| {
+            let dir = g.path.as_deref()?.rsplit_once('/')?.0;
+            let journal = ledger.iter().find(|j| {
+                matches!(j.kind, DamageKind::UnpersistedSync | DamageKind::UnpersistedDirOp)
+                    && j.time_ns == g.time_ns
+                    && j.path.as_deref().and_then(|p| p.rsplit_once('/')) == Some((dir, JOURNAL_NAME))
+            })?;
+            Some((g, journal))
+        })
+}
+
 /// The first damage in `ledger` that can explain a report of damage (or a
 /// persistent read error) at an offset of inode `ino` whose frame ends at
 /// `frame_end`: a kind `accept` takes, on that inode, starting before
@@ -486,6 +531,44 @@ mod tests {
             found.iter().all(|(i, l)| *i == 4 || l.commit_end == cut as u64),
             "{found:?}"
         );
+    }
+
+    /// Garbage excuses a durable record's loss only together with a lost
+    /// sync of its directory's journal at the same power loss.
+    #[test]
+    fn garbage_excuses_a_durable_loss_only_with_the_journal_lost_at_the_same_power_loss() {
+        let loc = RecordLoc {
+            ino: 29,
+            start: 4096,
+            commit_end: 4128,
+            durable_next: 0,
+        };
+        let entry = |kind, ino, path: &str, range: std::ops::Range<u64>, seq, time_ns| Damage {
+            kind,
+            ino,
+            path: Some(path.to_string()),
+            range,
+            seq,
+            time_ns,
+        };
+        let garbage = entry(DamageKind::Garbage, 29, "/db/wal/seg.wal", 4096..4608, 20, 7);
+        let journal = |path: &str, time_ns| entry(DamageKind::UnpersistedSync, 35, path, 0..100, 21, time_ns);
+        let layout = Layout::default();
+        let explain =
+            |ledger: &[Damage], since| explain_unjournaled_rewrite(ledger, 1, loc, since, false, &layout).is_some();
+        assert!(!explain(std::slice::from_ref(&garbage), 0));
+        assert!(explain(&[garbage.clone(), journal("/db/wal/recovery.journal", 7)], 0));
+        assert!(!explain(&[garbage.clone(), journal("/db/wal/recovery.journal", 8)], 0));
+        assert!(!explain(
+            &[garbage.clone(), journal("/db/other/recovery.journal", 7)],
+            0
+        ));
+        assert!(!explain(&[garbage.clone(), journal("/db/wal/meta", 7)], 0));
+        // Garbage from before the record's append was overwritten by it.
+        assert!(!explain(&[garbage.clone(), journal("/db/wal/recovery.journal", 7)], 30));
+        // Garbage after the record's commit frame does not explain it.
+        let after = entry(DamageKind::Garbage, 29, "/db/wal/seg.wal", 4608..5120, 20, 7);
+        assert!(!explain(&[after, journal("/db/wal/recovery.journal", 7)], 0));
     }
 
     #[test]

@@ -1567,7 +1567,18 @@ impl Oracle {
         let loc = self.layout.locate(idx)?;
         let since = self.attempts.get(id).map_or(0, |a| a.fs_seq);
         let ledger = fs.damage();
-        damage::explain_loss(&ledger, idx, loc, since, point_in_time, cached, &self.layout).map(damage::describe)
+        damage::explain_loss(&ledger, idx, loc, since, point_in_time, cached, &self.layout)
+            .map(damage::describe)
+            .or_else(|| {
+                let (garbage, journal) = (!cached)
+                    .then(|| damage::explain_unjournaled_rewrite(&ledger, idx, loc, since, point_in_time, &self.layout))
+                    .flatten()?;
+                Some(format!(
+                    "{} in recovery's in-place rewrite, its journal lost at the same power loss: {}",
+                    damage::describe(garbage),
+                    damage::describe(journal)
+                ))
+            })
     }
 
     /// The recorded damage that explains a reported `Corruption` (its file

@@ -98,6 +98,10 @@ pub(crate) async fn write<F: Fs>(fs: &F, dir: &Path, name: &str, file: &F::File,
         .write_all_at(&crc.finalize().to_le_bytes(), at)
         .await
         .map_err(|e| Error::io("write", &path, at, e))?;
+    #[cfg(feature = "planted-bugs")]
+    if crate::testing::planted(crate::testing::Planted::RecoveryJournalNotSynced) {
+        return Ok(());
+    }
     journal
         .sync_data()
         .await

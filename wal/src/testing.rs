@@ -48,6 +48,11 @@ pub enum Planted {
     /// Recovery's cut of a torn tail is not fsynced (the cut is written
     /// but a power loss can undo it, under later appends).
     RecoveryCutNotSynced,
+    /// Recovery's journal (FORMAT.md §8.5) is written but not fsynced (file
+    /// or directory) before the in-place rewrite it protects: a power loss
+    /// that tears the rewrite can take durable records and their only
+    /// other copy.
+    RecoveryJournalNotSynced,
 }
 
 #[cfg(feature = "planted-bugs")]
