@@ -259,8 +259,12 @@ impl Layout {
     /// Records that damage made unreadable are located here too: the
     /// members of a batch a damaged stretch cut off, and the indices missing
     /// between the last frame before the stretch and the first after it (a
-    /// segment's indices are dense). They sit at the stretch and commit at
-    /// the next commit frame after it (or the image's end). Without this they
+    /// segment's indices are dense). They sit where they were (a cut-off
+    /// member), where an earlier parse of this file saw them inside the
+    /// stretch, or else at its start, and commit at the next commit frame
+    /// after it (or the image's end); seed 70049215 needed the earlier
+    /// parse's place (bit rot in a padding frame before them, older than
+    /// their append). Without this they
     /// kept the location an older file gave them (seed 50007697: bit rot in
     /// a truncation's rewritten active segment, the destroyed records still
     /// located in the sealed original recovery then removed, so the loss
@@ -284,7 +288,13 @@ impl Layout {
         let mut cut: Vec<(u64, u64, u64)> = Vec::new();
         let mut next_expected = header.first_index;
         let mut gap_at: Option<u64> = None;
-        let mut resolve = |entries: &mut Vec<(u64, u64, u64)>, commit_end: u64, found: &mut Vec<(u64, RecordLoc)>| {
+        fn resolve(
+            by_index: &mut BTreeMap<u64, RecordLoc>,
+            ino: u64,
+            entries: &mut Vec<(u64, u64, u64)>,
+            commit_end: u64,
+            found: &mut Vec<(u64, RecordLoc)>,
+        ) {
             for (index, start, durable_next) in entries.drain(..) {
                 let loc = RecordLoc {
                     ino,
@@ -292,10 +302,10 @@ impl Layout {
                     commit_end,
                     durable_next,
                 };
-                self.by_index.insert(index, loc);
+                by_index.insert(index, loc);
                 found.push((index, loc));
             }
-        };
+        }
         while off + codec::FRAME_HEADER_BYTES <= bytes.len() {
             let Ok((h, _)) = codec::decode_frame(&bytes[off..], seed) else {
                 // Damage (or unwritten space): look for later frames, as
@@ -311,7 +321,14 @@ impl Layout {
                 if let Some(at) = gap_at.take() {
                     let missing = next_expected..h.index;
                     if missing.end.saturating_sub(missing.start) <= MAX_INFERRED_PER_GAP {
-                        cut.extend(missing.map(|i| (i, at, 0)));
+                        // Somewhere in the stretch: where an earlier parse
+                        // of this file saw it there, else at its start.
+                        cut.extend(missing.map(|i| {
+                            self.by_index
+                                .get(&i)
+                                .filter(|l| l.ino == ino && (at..start).contains(&l.start))
+                                .map_or((i, at, 0), |l| (i, l.start, l.durable_next))
+                        }));
                     }
                 }
                 next_expected = next_expected.max(h.index.saturating_add(1));
@@ -321,21 +338,21 @@ impl Layout {
                 FrameKind::BatchMember => batch.push((h.index, start, h.durable_next)),
                 FrameKind::Record | FrameKind::BatchEnd if last.is_some_and(|l| h.index > l) => {
                     cut.retain(|c| last.is_some_and(|l| c.0 <= l));
-                    resolve(&mut cut, start, &mut found);
+                    resolve(&mut self.by_index, ino, &mut cut, start, &mut found);
                     return found;
                 }
                 FrameKind::Record | FrameKind::BatchEnd => {
-                    resolve(&mut cut, end, &mut found);
+                    resolve(&mut self.by_index, ino, &mut cut, end, &mut found);
                     batch.push((h.index, start, h.durable_next));
                     for &(_, s, _) in &batch {
                         frames.insert(s, end);
                     }
-                    resolve(&mut batch, end, &mut found);
+                    resolve(&mut self.by_index, ino, &mut batch, end, &mut found);
                 }
             }
             off += h.frame_len();
         }
-        resolve(&mut cut, bytes.len() as u64, &mut found);
+        resolve(&mut self.by_index, ino, &mut cut, bytes.len() as u64, &mut found);
         found
     }
 
@@ -521,6 +538,21 @@ mod tests {
             time_ns: 0,
         };
         assert!(explain_loss(std::slice::from_ref(&d), 5, at(5), 0, false, false, &layout).is_some());
+        // A stretch over frames 5 and 6: with an earlier parse of the same
+        // file, 6 keeps the place that parse saw inside the stretch (so older
+        // damage before it in the stretch stays "before it").
+        let mut two = clean.clone();
+        two[starts[1] as usize + 40] ^= 1;
+        two[starts[2] as usize + 40] ^= 1;
+        let mut layout = Layout::default();
+        layout.parse(9, &clean, None);
+        layout.parse(9, &two, None);
+        let at = |i: u64| layout.locate(i).unwrap();
+        assert_eq!((at(5).start, at(5).commit_end), (starts[1], batch_end));
+        assert_eq!((at(6).start, at(6).commit_end), (starts[2], batch_end));
+        let mut fresh = Layout::default();
+        fresh.parse(9, &two, None);
+        assert_eq!(fresh.locate(6).unwrap().start, starts[1]);
         // A stretch at the end: the member cut off commits at the image's end.
         let cut = starts[3] as usize + 48;
         let mut tail = clean[..cut].to_vec();
