@@ -1371,11 +1371,20 @@ impl Oracle {
     /// persist, recorded at or after trace position `since`.
     fn cut_undone(&self, index: u64, since: u64) -> Option<String> {
         let fs = self.fs.as_ref()?;
-        let (ino, start) = self.layout.after_crash_frame(index)?;
-        fs.damage_since(since)
-            .iter()
-            .find(|d| d.kind == simfs::DamageKind::UnpersistedSync && d.ino == ino && d.range.contains(&start))
-            .map(damage::describe)
+        // Where the last crash left its frame, or, for bytes a btrfs failed
+        // sync brought back without a crash (seed 80004979: a reopen after a
+        // stop), where the page cache held it before the reopen.
+        let places = [
+            self.layout.after_crash_frame(index),
+            self.layout.locate(index).map(|l| (l.ino, l.start)),
+        ];
+        let damage = fs.damage_since(since);
+        places.into_iter().flatten().find_map(|(ino, start)| {
+            damage
+                .iter()
+                .find(|d| d.kind == simfs::DamageKind::UnpersistedSync && d.ino == ino && d.range.contains(&start))
+                .map(damage::describe)
+        })
     }
 
     /// The operator's repair of damage found while scanning a log just
@@ -1609,11 +1618,14 @@ impl Oracle {
             // names, a file back from the dead) is explained by a directory
             // operation of the same directory that a lying directory sync
             // claimed and a power loss since the last recovery lost.
+            // The error names a file of the directory, or (two segments
+            // sharing an id: seed 80092292) the directory itself.
             let dir = path.parent().map(|d| d.to_string_lossy().into_owned());
+            let itself = path.to_string_lossy().into_owned();
             let lost_entry = ledger.iter().find(|d| {
                 d.kind == simfs::DamageKind::UnpersistedDirOp
                     && d.seq >= self.crash_seq.unwrap_or(u64::MAX)
-                    && dir.as_deref().is_some_and(|dir| damage::in_dir(d, dir))
+                    && (dir.as_deref().is_some_and(|dir| damage::in_dir(d, dir)) || damage::in_dir(d, &itself))
             });
             if let Some(d) = lost_entry {
                 return Some(damage::describe(d));
