@@ -183,6 +183,10 @@ impl<F: Fs> Fs for BrokenFs<F> {
     type File = BrokenFile<F::File>;
     type DirLock = F::DirLock;
 
+    fn unique_id(&self) -> u128 {
+        self.inner.unique_id()
+    }
+
     async fn open(&self, path: &Path, options: OpenOptions) -> io::Result<Self::File> {
         let inner = self.inner.open(path, options).await?;
         Ok(BrokenFile { inner, bug: self.bug })

@@ -502,6 +502,7 @@ mod tests {
             segment_id: 1,
             first_index: 4,
             salt: 9,
+            log_id: 3,
         };
         let seed = header.frame_seed();
         let mut img = header.encode().to_vec();

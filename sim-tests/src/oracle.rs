@@ -1597,6 +1597,9 @@ impl Oracle {
     pub fn explain_error(&mut self, e: &Error) -> Option<String> {
         let (path, offset, latent) = match e {
             Error::Corruption { segment, offset, .. } => (segment, *offset, false),
+            // Records a promise (the clean-shutdown marker, the low-water
+            // mark) says exist, missing from where they should be.
+            Error::MissingRecords { path, offset, .. } => (path, *offset, false),
             Error::Io { path, offset, op, .. } if op.contains("read") => (path, *offset, true),
             _ => return None,
         };

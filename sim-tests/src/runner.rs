@@ -244,7 +244,7 @@ fn durability_steps(skip: u64) -> OpMatch {
 /// Whether `e` is, or was stopped by, a corruption report.
 fn is_corruption(e: &Error) -> bool {
     match e {
-        Error::Corruption { .. } => true,
+        Error::Corruption { .. } | Error::MissingRecords { .. } => true,
         Error::Stopped { cause } => is_corruption(cause),
         _ => false,
     }
@@ -531,7 +531,7 @@ impl Sim {
             };
             let wal = match res {
                 Ok(w) => w,
-                Err(e @ Error::Corruption { .. }) => {
+                Err(e @ (Error::Corruption { .. } | Error::MissingRecords { .. })) => {
                     self.ctx.oracle().event(&format!("open -> {e}"));
                     if mode == RecoveryMode::AbsoluteConsistency {
                         self.ctx.oracle().cov.mark(Mark::AbsoluteRefused);
@@ -623,7 +623,9 @@ impl Sim {
                 .fs
                 .trace_since(seq_before)
                 .iter()
-                .filter(|e| e.op == "read" && !(e.offset == 0 && e.len == 64))
+                // Segment headers (64 bytes, checked at every open) and the
+                // meta file (80) are not record data.
+                .filter(|e| e.op == "read" && !(e.offset == 0 && (e.len == 64 || e.len == 80)))
                 .count();
             if let Some(pos) = self.pending_cut.take() {
                 let failed_before = self.cut_attempts;
@@ -1057,7 +1059,12 @@ impl Sim {
         }
         let is_meta = name == "meta";
         let bad_active_header = reason.starts_with("bad segment header") && name.contains("-active-");
-        if !is_meta && !bad_active_header {
+        // A file whose name would make others leftovers but whose header
+        // does not check (an interrupted compaction's output whose header
+        // was never durable): recovery removed nothing, the files it would
+        // have replaced still hold the records, so it goes aside.
+        let bad_justifier = reason.contains("a leftover, but its own header does not check");
+        if !is_meta && !bad_active_header && !bad_justifier {
             return false;
         }
         self.file_repairs += 1;

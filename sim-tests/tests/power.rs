@@ -15,13 +15,17 @@ fn caught(bug: Bug) -> (u64, String) {
 }
 
 fn caught_with(bug: Bug, ov: Overrides) -> (u64, String) {
-    for seed in 0..BUDGET {
+    caught_within(bug, ov, BUDGET)
+}
+
+fn caught_within(bug: Bug, ov: Overrides, budget: u64) -> (u64, String) {
+    for seed in 0..budget {
         let r = run_seed_with(seed, ov, bug.opener());
         if !r.passed() {
             return (seed, r.violations.join(" | "));
         }
     }
-    panic!("{bug:?} survived {BUDGET} seeds: the oracle is too weak");
+    panic!("{bug:?} survived {budget} seeds: the oracle is too weak");
 }
 
 /// The crash placements added after some of these tests had found their
@@ -109,10 +113,10 @@ fn catches_recovery_that_cuts_durable_data_with_a_report() {
         mask: Some(!later_placements()),
         ..Overrides::default()
     };
-    let r = run_seed_with(57, force, bug.opener());
-    assert!(!r.passed(), "{bug:?} survived seed 57");
+    let r = run_seed_with(85, force, bug.opener());
+    assert!(!r.passed(), "{bug:?} survived seed 85");
     println!(
-        "{bug:?} caught by seed 57 (bit rot and crashes forced on): {}",
+        "{bug:?} caught by seed 85 (bit rot and crashes forced on): {}",
         r.violations.join(" | ")
     );
 }
@@ -152,7 +156,7 @@ fn catches_a_recovery_cut_that_is_not_fsynced() {
         force: Some(FaultClass::TornGarbage.bit() | FaultClass::PowerLoss.bit() | FaultClass::CrashAfterStep.bit()),
         ..Overrides::default()
     };
-    let (seed, why) = caught_with(bug, force);
+    let (seed, why) = caught_within(bug, force, 60);
     println!("{bug:?} caught by seed {seed} (torn garbage, power losses and crashes after a durability step forced on): {why}");
     // The switch is per thread and off again after the run.
     let r = run_seed_with(seed, force, sim_tests::api::real_opener());
@@ -185,8 +189,10 @@ fn catches_a_recovery_journal_that_is_not_fsynced() {
     // together with a sync of the journal the device claimed and lost
     // (`damage::explain_unjournaled_rewrite`); with no sync claimed there
     // is no such entry. Needs power losses during recovery: 3 seeds of 2000
-    // in the default sweep, 17 of the first 200 with torn garbage, power
-    // losses and the recovery step pass forced on (the first is seed 8).
+    // in the default sweep, 11 of the first 300 with torn garbage, power
+    // losses and the recovery step pass forced on (the first is seed 45
+    // since recovery reads every header first, which moved the schedule:
+    // the budget here is 60).
     let bug = Bug::Engine(Planted::RecoveryJournalNotSynced);
     let force = Overrides {
         force: Some(
@@ -194,7 +200,7 @@ fn catches_a_recovery_journal_that_is_not_fsynced() {
         ),
         ..Overrides::default()
     };
-    let (seed, why) = caught_with(bug, force);
+    let (seed, why) = caught_within(bug, force, 60);
     println!("{bug:?} caught by seed {seed} (torn garbage, power losses and the recovery step pass forced on): {why}");
     let r = run_seed_with(seed, force, sim_tests::api::real_opener());
     assert!(r.passed(), "seed {seed} fails without the bug: {:?}", r.violations);

@@ -183,6 +183,22 @@ pub trait Fs: Send + Sync + 'static {
     /// `NotFound` if there is none.
     async fn metadata(&self, path: &Path) -> io::Result<Metadata>;
 
+    /// A fresh 128-bit value for an identifier a storage engine stamps on
+    /// what it creates (the WAL's log id): never 0, and with overwhelming
+    /// probability never repeated. [`OsFs`](crate::OsFs) draws it from the
+    /// process's hash randomness, the clock and a counter; [`SimFs`](crate::SimFs)
+    /// derives it from its seed and a counter, so a simulated run replays
+    /// (and draws nothing from its fault stream). Not a durability operation.
+    ///
+    /// ```
+    /// use simfs::{Fs, SimFs};
+    /// let fs = SimFs::new(7);
+    /// let (a, b) = (fs.unique_id(), fs.unique_id());
+    /// assert!(a != 0 && a != b);
+    /// assert_eq!(SimFs::new(7).unique_id(), a);
+    /// ```
+    fn unique_id(&self) -> u128;
+
     /// Whether `path` exists in the live view.
     async fn exists(&self, path: &Path) -> io::Result<bool> {
         match self.metadata(path).await {

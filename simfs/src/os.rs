@@ -301,6 +301,27 @@ impl Fs for OsFs {
     type File = OsFile;
     type DirLock = OsDirLock;
 
+    fn unique_id(&self) -> u128 {
+        use std::hash::{BuildHasher, Hasher};
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static CALLS: AtomicU64 = AtomicU64::new(0);
+        let n = CALLS.fetch_add(1, Ordering::Relaxed);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        // Each `RandomState` is keyed from the OS's randomness (per thread,
+        // then advanced), so two halves from two states are independent.
+        let half = |salt: u64| {
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u64(salt);
+            h.write_u64(n);
+            h.write_u128(nanos);
+            h.write_u32(std::process::id());
+            h.finish()
+        };
+        ((u128::from(half(1)) << 64) | u128::from(half(2))).max(1)
+    }
+
     async fn open(&self, path: &Path, options: OpenOptions) -> io::Result<OsFile> {
         let file = stdfs::OpenOptions::new()
             .read(options.read)

@@ -21,12 +21,16 @@ pub fn salt_for(id: u64, first_index: u64) -> u32 {
     h.finalize()
 }
 
-/// The header a segment with this id and first index must have.
+/// The log id of every segment the generators build (format 2): one log.
+pub const LOG_ID: u128 = 0x5741_4c46_555a_5a00_0000_0000_0000_0001;
+
+/// The header a segment of [`LOG_ID`] with this id and first index must have.
 pub fn header_for(id: u64, first_index: u64) -> SegmentHeader {
     SegmentHeader {
         segment_id: id,
         first_index,
         salt: salt_for(id, first_index),
+        log_id: LOG_ID,
     }
 }
 

@@ -401,6 +401,7 @@ fn apply(c: &Chunk, bytes: &mut Vec<u8>, seed: FrameSeed, next: &mut u64, id: u6
                 segment_id: *id,
                 first_index: *first,
                 salt: salt_for(*id, *first),
+                log_id: crate::gen::LOG_ID,
             };
             bytes.extend_from_slice(&h.encode());
         }

@@ -10,8 +10,11 @@ use crc32fast::Hasher;
 
 /// Magic bytes at the start of every segment file.
 pub const SEGMENT_MAGIC: [u8; 8] = *b"SIMWAL\x00\x01";
-/// The format version this code writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The format version this code writes: 2, whose segment header carries the
+/// log id. Version 1 (no log id) is still read: see [`SegmentHeader::log_id`].
+pub const FORMAT_VERSION: u32 = 2;
+/// The first format version, read but never written by this code.
+pub const FORMAT_VERSION_V1: u32 = 1;
 /// Size of the segment header in bytes; the first frame starts here.
 pub const SEGMENT_HEADER_BYTES: usize = 64;
 /// Size of a frame header in bytes.
@@ -61,6 +64,11 @@ pub struct SegmentHeader {
     pub first_index: u64,
     /// Per-segment salt mixed into every frame checksum.
     pub salt: u32,
+    /// The id of the log this segment belongs to, chosen at random when the
+    /// log was created; recovery refuses a segment of another log. `0` only
+    /// in a format-1 header, written before logs had an identity: `encode`
+    /// writes format 1 for it, format 2 otherwise.
+    pub log_id: u128,
 }
 
 /// Why bytes did not decode as a segment header.
@@ -84,7 +92,7 @@ impl SegmentHeader {
     ///
     /// ```
     /// use wal::codec::{SegmentHeader, SEGMENT_HEADER_BYTES};
-    /// let h = SegmentHeader { segment_id: 3, first_index: 100, salt: 7 };
+    /// let h = SegmentHeader { segment_id: 3, first_index: 100, salt: 7, log_id: 0xfeed };
     /// let bytes = h.encode();
     /// assert_eq!(bytes.len(), SEGMENT_HEADER_BYTES);
     /// assert_eq!(SegmentHeader::decode(&bytes), Ok(h));
@@ -92,12 +100,18 @@ impl SegmentHeader {
     pub fn encode(&self) -> [u8; SEGMENT_HEADER_BYTES] {
         let mut b = [0u8; SEGMENT_HEADER_BYTES];
         b[0..8].copy_from_slice(&SEGMENT_MAGIC);
-        b[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        let version = if self.log_id == 0 {
+            FORMAT_VERSION_V1
+        } else {
+            FORMAT_VERSION
+        };
+        b[8..12].copy_from_slice(&version.to_le_bytes());
         b[12..16].copy_from_slice(&(SEGMENT_HEADER_BYTES as u32).to_le_bytes());
         b[16..24].copy_from_slice(&self.segment_id.to_le_bytes());
         b[24..32].copy_from_slice(&self.first_index.to_le_bytes());
         b[32..36].copy_from_slice(&self.salt.to_le_bytes());
-        // 36..60 reserved, zero.
+        // 36..52 the log id (format 2; zero in format 1), 52..60 reserved, zero.
+        b[36..52].copy_from_slice(&self.log_id.to_le_bytes());
         let crc = crc32fast::hash(&b[0..60]);
         b[60..64].copy_from_slice(&crc.to_le_bytes());
         b
@@ -118,19 +132,34 @@ impl SegmentHeader {
             return Err(HeaderError::BadChecksum);
         }
         let version = le_u32(&b[8..12]);
-        if version != FORMAT_VERSION {
+        if version != FORMAT_VERSION && version != FORMAT_VERSION_V1 {
             return Err(HeaderError::UnsupportedVersion(version));
         }
+        let mut id = [0u8; 16];
+        id.copy_from_slice(&b[36..52]);
+        let log_id = u128::from_le_bytes(id);
+        // Format 1 has no log id; format 2 always has one.
+        let id_ok = (version == FORMAT_VERSION_V1) == (log_id == 0);
         let header_len = le_u32(&b[12..16]);
-        let reserved_zero = b[36..60].iter().all(|&x| x == 0);
-        if header_len != SEGMENT_HEADER_BYTES as u32 || !reserved_zero {
+        let reserved_zero = b[52..60].iter().all(|&x| x == 0);
+        if header_len != SEGMENT_HEADER_BYTES as u32 || !reserved_zero || !id_ok {
             return Err(HeaderError::BadChecksum);
         }
         Ok(SegmentHeader {
             segment_id: le_u64(&b[16..24]),
             first_index: le_u64(&b[24..32]),
             salt: le_u32(&b[32..36]),
+            log_id,
         })
+    }
+
+    /// Whether `other` is the header of the same segment of the same log
+    /// (`other.log_id` 0, a format-1 header, matches any log).
+    pub fn same_segment(&self, other: &SegmentHeader) -> bool {
+        self.segment_id == other.segment_id
+            && self.first_index == other.first_index
+            && self.salt == other.salt
+            && (other.log_id == 0 || other.log_id == self.log_id)
     }
 
     /// The checksum seed that binds frames to this segment: frames copied from
@@ -251,7 +280,7 @@ pub fn encode_padding(out: &mut Vec<u8>, seed: FrameSeed, next_index: u64, durab
 ///
 /// ```
 /// use wal::codec::*;
-/// let seed = SegmentHeader { segment_id: 1, first_index: 0, salt: 9 }.frame_seed();
+/// let seed = SegmentHeader { segment_id: 1, first_index: 0, salt: 9, log_id: 1 }.frame_seed();
 /// let mut buf = Vec::new();
 /// encode_frame(&mut buf, seed, FrameKind::Record, 5, 5, b"hello");
 /// let (h, payload) = decode_frame(&buf, seed).unwrap();
@@ -384,6 +413,7 @@ mod tests {
             segment_id: 42,
             first_index: 10,
             salt: 0xdead_beef,
+            log_id: 5,
         }
         .frame_seed()
     }
@@ -483,8 +513,8 @@ mod tests {
         }
 
         #[test]
-        fn segment_headers_round_trip(segment_id in any::<u64>(), first_index in any::<u64>(), salt in any::<u32>()) {
-            let h = SegmentHeader { segment_id, first_index, salt };
+        fn segment_headers_round_trip(segment_id in any::<u64>(), first_index in any::<u64>(), salt in any::<u32>(), log_id in any::<u128>()) {
+            let h = SegmentHeader { segment_id, first_index, salt, log_id };
             prop_assert_eq!(SegmentHeader::decode(&h.encode()), Ok(h));
         }
     }

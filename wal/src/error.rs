@@ -45,6 +45,38 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// A file in the log directory belongs to another log: its log id (in a
+    /// segment header or the meta file) is not this log's. Recovery changed
+    /// nothing. Remove the file, or open the directory it came from.
+    #[error("{path} belongs to log {file_log:032x}, not to this directory's log {this_log:032x}")]
+    ForeignLog {
+        /// The foreign file (the meta file when it disagrees with every segment).
+        path: PathBuf,
+        /// The log id the rest of the directory agrees on.
+        this_log: u128,
+        /// The log id the file carries.
+        file_log: u128,
+    },
+    /// Records the log promised are not in the directory: the clean-shutdown
+    /// marker recorded a higher next index than the segments hold, or the
+    /// segments start above the low-water mark with no prune recorded. An
+    /// error in `TolerateTornTail` and `AbsoluteConsistency` (recovery changed
+    /// nothing); `PointInTime` opens without them and lists them in
+    /// `RecoveryReport::lost`.
+    #[error("records {first}..{end} are missing from {path}: {evidence}")]
+    MissingRecords {
+        /// Where they should be: the segment, or the directory when no
+        /// segment of theirs is left.
+        path: PathBuf,
+        /// Byte offset where the segment stops holding them, 0 for the directory.
+        offset: u64,
+        /// The first missing index.
+        first: u64,
+        /// One past the last missing index.
+        end: u64,
+        /// The promise that says they existed.
+        evidence: String,
+    },
     /// The WAL stopped after an earlier failure (an fsync error, or a write
     /// whose partial bytes could not be cut back). Every call returns this
     /// until the log is reopened, which recovers from disk.

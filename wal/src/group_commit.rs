@@ -786,6 +786,17 @@ impl<F: Fs> Writer<F> {
             "buffered frames belong to the old active segment"
         );
         let id = inner.next_segment_id().map_err(GroupError::Abort)?;
+        // The first segment of an emptied log reseated above its low-water
+        // mark (a snapshot install): the mark moves there first, durably, so
+        // the next open does not read a segment starting above the mark as
+        // a lost prefix (evidence::chain_promises).
+        if inner.state().segments.is_empty() && inner.meta.lock().await.low_water < first {
+            match inner.update_meta(|m| m.low_water = first).await {
+                Ok(()) => {}
+                Err(Error::Stopped { cause }) => return Err(GroupError::Stop(*cause)),
+                Err(e) => return Err(GroupError::Abort(e)),
+            }
+        }
         let path = inner.dir.join(SegmentName::Active { first, id }.file_name());
         let (file, data_start) = match self.create_file(inner, &path, id, first).await {
             Ok(f) => f,
@@ -857,7 +868,7 @@ impl<F: Fs> Writer<F> {
                 CreateError::Write(Error::io("create", path, 0, e))
             }
         })?;
-        let header = header_for(id, first);
+        let header = header_for(inner.log_id, id, first);
         let mut bytes = header.encode().to_vec();
         let pad = padding_len(bytes.len() as u64, inner.opts.durable_alignment_bytes);
         if pad > 0 {

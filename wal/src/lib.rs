@@ -29,6 +29,7 @@
 
 pub mod codec;
 mod error;
+mod evidence;
 mod group_commit;
 mod iter;
 mod journal;
@@ -48,5 +49,5 @@ pub use error::{Error, Result};
 pub use iter::WalIter;
 pub use lifecycle::{CompactionOptions, CompactionPlan, CompactionRun, SegmentInfo};
 pub use options::{Options, RecoveryMode, Sleeper, SyncPolicy};
-pub use recovery::RecoveryReport;
+pub use recovery::{LostRecords, RecoveryReport};
 pub use wal::{Stats, Wal};

@@ -291,10 +291,22 @@ impl<F: Fs> Inner<F> {
     }
 
     /// Records where the log ends (called by `close` after the final sync).
+    ///
+    /// A log with no segment keeps its first index only in memory when a
+    /// snapshot install moved it above the low-water mark and no append
+    /// created the segment; the marker's write records it as the low-water
+    /// mark too, so the marker never promises records below an empty chain.
     pub(crate) async fn write_clean_marker(&self, active: Option<(u64, u64)>) -> Result<()> {
-        let next_index = self.state().readable_next;
+        let (next_index, empty_first) = {
+            let state = self.state();
+            let empty = state.segments.is_empty();
+            (state.readable_next, empty.then_some(state.first_index))
+        };
         let (active_id, active_len) = active.unwrap_or((0, 0));
         self.update_meta(|m| {
+            if let Some(first) = empty_first {
+                m.low_water = m.low_water.max(first);
+            }
             m.clean = Some(CleanMarker {
                 active_id,
                 active_len,
@@ -736,7 +748,7 @@ impl<F: Fs> Inner<F> {
         id: u64,
         tmp: &PathBuf,
     ) -> Result<()> {
-        let header = header_for(id, run.first_index);
+        let header = header_for(self.log_id, id, run.first_index);
         let seed = header.frame_seed();
         let file = self
             .fs

@@ -23,9 +23,14 @@ pub(crate) const META_NAME: &str = "meta";
 /// Its temporary name while being replaced.
 pub(crate) const META_TMP_NAME: &str = "meta.wal.tmp";
 const META_MAGIC: [u8; 8] = *b"SIMWALMT";
-const META_VERSION: u32 = 1;
-/// Encoded size of the meta file.
-pub(crate) const META_BYTES: usize = 64;
+/// Format 1: no log id, 64 bytes. Read, never written (a meta without an id
+/// is written as format 1 only by tests of the old format).
+const META_VERSION_V1: u32 = 1;
+const META_BYTES_V1: usize = 64;
+/// Format 2: format 1's fields, then the log id, 80 bytes.
+const META_VERSION: u32 = 2;
+/// Encoded size of the meta file (format 2).
+pub(crate) const META_BYTES: usize = 80;
 const FLAG_CLEAN: u32 = 1;
 
 /// Where the log ended at a clean shutdown.
@@ -48,13 +53,21 @@ pub(crate) struct Meta {
     pub next_segment_id: u64,
     /// Set by a clean close, cleared before the first change after open.
     pub clean: Option<CleanMarker>,
+    /// The log's identity (also in every segment header); 0 in a format-1
+    /// meta file, written before logs had one.
+    pub log_id: u128,
 }
 
 impl Meta {
-    pub(crate) fn encode(&self) -> [u8; META_BYTES] {
-        let mut b = [0u8; META_BYTES];
+    /// Format 2, or format 1 for a meta without a log id (so every accepted
+    /// encoding re-encodes to the same bytes).
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let v1 = self.log_id == 0;
+        let len = if v1 { META_BYTES_V1 } else { META_BYTES };
+        let mut b = vec![0u8; len];
         b[0..8].copy_from_slice(&META_MAGIC);
-        b[8..12].copy_from_slice(&META_VERSION.to_le_bytes());
+        let version = if v1 { META_VERSION_V1 } else { META_VERSION };
+        b[8..12].copy_from_slice(&version.to_le_bytes());
         let clean = self.clean.unwrap_or(CleanMarker {
             active_id: 0,
             active_len: 0,
@@ -67,14 +80,17 @@ impl Meta {
         b[32..40].copy_from_slice(&clean.active_id.to_le_bytes());
         b[40..48].copy_from_slice(&clean.active_len.to_le_bytes());
         b[48..56].copy_from_slice(&clean.next_index.to_le_bytes());
-        let crc = crc32fast::hash(&b[0..60]);
-        b[60..64].copy_from_slice(&crc.to_le_bytes());
+        if !v1 {
+            b[56..72].copy_from_slice(&self.log_id.to_le_bytes());
+        }
+        let crc = crc32fast::hash(&b[0..len - 4]);
+        b[len - 4..len].copy_from_slice(&crc.to_le_bytes());
         b
     }
 
     pub(crate) fn decode(b: &[u8], path: &Path) -> Result<Meta> {
         let bad = |why: &str| Err(Error::corruption(path, 0, format!("meta file: {why}")));
-        if b.len() != META_BYTES {
+        if b.len() != META_BYTES && b.len() != META_BYTES_V1 {
             return bad("wrong length");
         }
         let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
@@ -86,14 +102,31 @@ impl Meta {
         if b[0..8] != META_MAGIC {
             return bad("bad magic");
         }
-        if u32_at(60) != crc32fast::hash(&b[0..60]) {
+        let len = b.len();
+        if u32_at(len - 4) != crc32fast::hash(&b[0..len - 4]) {
             return bad("bad checksum");
         }
-        if u32_at(8) != META_VERSION {
-            return bad("unsupported version");
+        let version = u32_at(8);
+        let expected_len = match version {
+            META_VERSION_V1 => META_BYTES_V1,
+            META_VERSION => META_BYTES,
+            _ => return bad(&format!("unsupported version {version}")),
+        };
+        if len != expected_len {
+            return bad(&format!("format {version} with {len} bytes"));
+        }
+        let log_id = if version == META_VERSION {
+            let mut a = [0u8; 16];
+            a.copy_from_slice(&b[56..72]);
+            u128::from_le_bytes(a)
+        } else {
+            0
+        };
+        if version == META_VERSION && (log_id == 0 || b[72..76] != [0; 4]) {
+            return bad("bad log id or reserved bytes");
         }
         let flags = u32_at(12);
-        if flags & !FLAG_CLEAN != 0 || b[56..60] != [0; 4] {
+        if flags & !FLAG_CLEAN != 0 || (version == META_VERSION_V1 && b[56..60] != [0; 4]) {
             return bad("unknown flags");
         }
         if flags & FLAG_CLEAN == 0 && b[32..56].iter().any(|&x| x != 0) {
@@ -108,6 +141,7 @@ impl Meta {
             low_water: u64_at(16),
             next_segment_id: u64_at(24),
             clean,
+            log_id,
         })
     }
 }
@@ -121,10 +155,10 @@ pub(crate) async fn read_meta<F: Fs>(fs: &F, dir: &Path) -> Result<Option<Meta>>
         Err(e) => return Err(Error::io("open", &path, 0, e)),
     };
     let len = file.len().await.map_err(|e| Error::io("len", &path, 0, e))?;
-    if len != META_BYTES as u64 {
+    if len != META_BYTES as u64 && len != META_BYTES_V1 as u64 {
         return Err(Error::corruption(&path, 0, format!("meta file of {len} bytes")));
     }
-    let mut b = [0u8; META_BYTES];
+    let mut b = vec![0u8; len as usize];
     file.read_exact_at(&mut b, 0)
         .await
         .map_err(|e| Error::io("read", &path, 0, e))?;
@@ -189,22 +223,29 @@ mod tests {
     #[test]
     fn meta_round_trips_and_rejects_damage() {
         let p = Path::new("/m");
+        let marked = Meta {
+            low_water: 5,
+            next_segment_id: 9,
+            clean: Some(CleanMarker {
+                active_id: 8,
+                active_len: 4096,
+                next_index: 77,
+            }),
+            log_id: 0,
+        };
         for m in [
             Meta::default(),
+            marked,
             Meta {
-                low_water: 5,
-                next_segment_id: 9,
-                clean: Some(CleanMarker {
-                    active_id: 8,
-                    active_len: 4096,
-                    next_index: 77,
-                }),
+                log_id: 0x1234_5678_9abc_def0_1122_3344_5566_7788,
+                ..marked
             },
         ] {
             let b = m.encode();
+            assert_eq!(b.len(), if m.log_id == 0 { META_BYTES_V1 } else { META_BYTES });
             assert_eq!(Meta::decode(&b, p).unwrap(), m);
-            for i in 0..META_BYTES {
-                let mut d = b;
+            for i in 0..b.len() {
+                let mut d = b.clone();
                 d[i] ^= 1;
                 assert!(Meta::decode(&d, p).is_err(), "flip at {i}");
             }

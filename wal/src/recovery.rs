@@ -24,6 +24,7 @@ use crate::codec::{
     FRAME_ALIGN_BYTES, FRAME_HEADER_BYTES, SEGMENT_HEADER_BYTES,
 };
 use crate::error::{Error, Result};
+use crate::evidence::{self, Headers, Justified};
 use crate::journal::{self, Replayed, JOURNAL_NAME};
 use crate::meta::{read_meta, write_meta, CleanMarker, Meta, MetaWriteError, META_NAME};
 use crate::options::RecoveryMode;
@@ -67,6 +68,31 @@ pub struct RecoveryReport {
     /// segment: that recovery was interrupted (a crash) while it rewrote or
     /// cut the segment, and this open finished its work first.
     pub journal_replayed_bytes: u64,
+    /// Acknowledged records a recorded promise says existed but the directory
+    /// no longer holds (only a `PointInTime` open continues without them;
+    /// the other modes fail with `Error::MissingRecords`).
+    pub lost: Vec<LostRecords>,
+    /// Zero bytes cut after the last frame of the active segment: space
+    /// preallocated ahead of the writer, never written (not a torn tail).
+    pub zero_bytes_cut: u64,
+}
+
+/// A range of acknowledged records a `PointInTime` open went on without.
+///
+/// ```
+/// let l = wal::LostRecords { first: 1930, end: 2000, path: "/log".into(), evidence: "clean shutdown".into() };
+/// assert_eq!(l.end - l.first, 70);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LostRecords {
+    /// The first lost index.
+    pub first: u64,
+    /// One past the last lost index.
+    pub end: u64,
+    /// Where they should have been.
+    pub path: std::path::PathBuf,
+    /// The promise that says they existed.
+    pub evidence: String,
 }
 
 /// The recovered state handed to the engine.
@@ -79,6 +105,8 @@ pub(crate) struct Recovered<F: Fs> {
     pub next_segment_id: u64,
     /// The meta file as found (None for a new log).
     pub meta: Option<Meta>,
+    /// The log's identity (`evidence::check_headers`).
+    pub log_id: u128,
     pub report: RecoveryReport,
 }
 
@@ -131,6 +159,10 @@ pub(crate) async fn recover<F: Fs>(
             None => report.ignored_files.push(entry.name),
         }
     }
+    // Evidence before any change: headers against names, one log id.
+    let all: Vec<_> = sealed.iter().chain(active.iter()).cloned().collect();
+    let mut headers = evidence::check_headers(fs, dir, meta.as_ref(), &all).await?;
+    let log_id = headers.log_id;
     let low_water = meta.map(|m| m.low_water);
     restore_compaction_outputs(
         fs,
@@ -139,10 +171,20 @@ pub(crate) async fn recover<F: Fs>(
         &active,
         &mut leftovers,
         low_water.unwrap_or(default_first_index),
+        &mut headers,
     )
     .await?;
-    leftovers.extend(reconcile(&mut sealed, &active, low_water));
+    let (stale, justified) = reconcile(&mut sealed, &active, low_water);
+    verify_justifiers(fs, dir, &headers, &justified).await?;
+    leftovers.extend(stale);
     validate_names(dir, &sealed, &active)?;
+    let chain_first = sealed.first().or(active.first()).map(|(n, s)| (n.first(), s.clone()));
+    let chain_end = match sealed.last() {
+        Some((SegmentName::Sealed { last, .. }, _)) => last.saturating_add(1),
+        _ => low_water.unwrap_or(default_first_index),
+    };
+    let lost = evidence::chain_promises(dir, meta.as_ref(), chain_first, chain_end, !active.is_empty());
+    evidence::settle_losses(mode, 0, lost, &mut report.lost)?;
     // Temporary files and leftovers of interrupted operations: removed only
     // once the names proved valid (the directory fsync below makes the
     // removals durable).
@@ -200,7 +242,16 @@ pub(crate) async fn recover<F: Fs>(
                 report.clean_reopen = true;
                 s
             }
-            None => scan_active(fs, &path, name.id(), name.first(), mode, align_bytes, &mut report).await?,
+            None => {
+                let promised = meta.and_then(|m| m.clean).map(|c| c.next_index);
+                let at = ScanAt {
+                    id: name.id(),
+                    first: name.first(),
+                    log_id,
+                    promised,
+                };
+                scan_active(fs, &path, at, mode, align_bytes, &mut report).await?
+            }
         };
         match scan {
             ActiveScan::Torn => {
@@ -217,10 +268,12 @@ pub(crate) async fn recover<F: Fs>(
                 let m = Meta {
                     next_segment_id,
                     clean: None,
+                    log_id,
                     ..meta.unwrap_or(Meta {
                         low_water,
                         next_segment_id,
                         clean: None,
+                        log_id,
                     })
                 };
                 // Best effort: a full disk must not stop the open, and a
@@ -268,7 +321,7 @@ pub(crate) async fn recover<F: Fs>(
                     Some(file.clone()),
                 )));
                 active_file = Some(file.clone());
-                to_finish = finish.map(|len| (file, path.clone(), end_offset, len));
+                to_finish = finish.map(|(len, zeros)| (file, path.clone(), end_offset, len, zeros));
                 next_index = next;
             }
         }
@@ -294,8 +347,8 @@ pub(crate) async fn recover<F: Fs>(
     // only in the page cache; they are served from now on, so make them
     // durable. One directory fsync per open; it needs no free space.
     fs.sync_dir(dir).await.map_err(|e| Error::io("sync_dir", dir, 0, e))?;
-    if let Some((file, path, end, len)) = to_finish {
-        finish_active(&*file, &path, end, len, &mut report).await?;
+    if let Some((file, path, end, len, zeros)) = to_finish {
+        finish_active(&*file, &path, (end, len, zeros), &mut report).await?;
     }
     // The rewrite and the cut are durable: the journal's copy is not needed
     // any more, and must not outlive this open (a replay after the log moved
@@ -327,6 +380,7 @@ pub(crate) async fn recover<F: Fs>(
         next_index,
         next_segment_id,
         meta,
+        log_id,
         report,
     })
 }
@@ -397,7 +451,9 @@ async fn restore_compaction_outputs<F: Fs>(
     active: &[(SegmentName, String)],
     leftovers: &mut Vec<String>,
     low: u64,
+    headers: &mut Headers,
 ) -> Result<()> {
+    let log_id = headers.log_id;
     let mut restored = Vec::new();
     for tmp_name in leftovers.iter() {
         let Some(stem) = tmp_name.strip_suffix(TMP_SUFFIX) else {
@@ -442,6 +498,13 @@ async fn restore_compaction_outputs<F: Fs>(
             }
             Err(e) => return Err(e),
         }
+        match evidence::read_header(fs, &tmp_path).await? {
+            Some(h) if h.log_id == 0 || h.log_id == log_id => {}
+            _ => {
+                warn!(path = %tmp_path.display(), "a compaction output of another log (or unreadable header): left as a leftover");
+                continue;
+            }
+        }
         let final_path = dir.join(&final_name);
         fs.rename(&tmp_path, &final_path)
             .await
@@ -453,6 +516,8 @@ async fn restore_compaction_outputs<F: Fs>(
             last,
             "restored a compaction output whose rename was lost: it held records no other segment had"
         );
+        // Its header and every frame checked above.
+        headers.verified.push(final_name.clone());
         sealed.push((SegmentName::Sealed { first, last, id }, final_name));
         restored.push(tmp_name.clone());
     }
@@ -514,19 +579,24 @@ fn holds_missing_records(
 }
 
 /// Reconciles leftovers of interrupted lifecycle operations and returns the
-/// names to remove. Each rule keeps exactly one copy of every index:
-/// - segments wholly below the low-water mark: an interrupted prune;
+/// names to remove, and for each removal a name justifies, that name. Each
+/// rule keeps exactly one copy of every index:
+/// - segments wholly below the low-water mark: an interrupted prune (the
+///   meta file, checksummed and of this log, justifies it);
 /// - a sealed segment with the same id and first index as the active one:
-///   an interrupted truncation that rewrote the sealed segment as active;
+///   an interrupted truncation that rewrote the sealed segment as active
+///   (justified by the active segment's header);
 /// - sealed segments whose range lies inside a sealed segment with a higher
 ///   id: the inputs of an interrupted compaction (its output is renamed into
-///   place only once durable, so it is complete).
+///   place only once durable, so it is complete; justified by the output,
+///   read end to end).
 fn reconcile(
     sealed: &mut Vec<(SegmentName, String)>,
     active: &[(SegmentName, String)],
     low_water: Option<u64>,
-) -> Vec<String> {
+) -> (Vec<String>, Vec<Justified>) {
     let mut stale = Vec::new();
+    let mut justified = Vec::new();
     let range = |n: &SegmentName| match *n {
         SegmentName::Sealed { first, last, .. } => (first, last),
         SegmentName::Active { first, .. } => (first, u64::MAX),
@@ -539,24 +609,79 @@ fn reconcile(
         stale.extend(sealed.iter().filter(|(n, _)| below(n)).map(|(_, s)| s.clone()));
         sealed.retain(|(n, _)| !below(n));
     }
+    for (an, aname) in active {
+        for (_, name) in sealed
+            .iter()
+            .filter(|(n, _)| (n.first(), n.id()) == (an.first(), an.id()))
+        {
+            justified.push(Justified {
+                removed: name.clone(),
+                justifier: aname.clone(),
+                full: false,
+            });
+            stale.push(name.clone());
+        }
+    }
     let rewritten: Vec<(u64, u64)> = active.iter().map(|(n, _)| (n.first(), n.id())).collect();
-    let is_rewritten = |n: &SegmentName| rewritten.contains(&(n.first(), n.id()));
-    stale.extend(sealed.iter().filter(|(n, _)| is_rewritten(n)).map(|(_, s)| s.clone()));
-    sealed.retain(|(n, _)| !is_rewritten(n));
-    let outputs: Vec<(u64, u64, u64)> = sealed
+    sealed.retain(|(n, _)| !rewritten.contains(&(n.first(), n.id())));
+    let outputs: Vec<(u64, u64, u64, String)> = sealed
         .iter()
-        .map(|(n, _)| {
+        .map(|(n, s)| {
             let (f, l) = range(n);
-            (f, l, n.id())
+            (f, l, n.id(), s.clone())
         })
         .collect();
-    let inside_newer = |n: &SegmentName| {
+    let covering = |n: &SegmentName| {
         let (f, l) = range(n);
-        outputs.iter().any(|&(of, ol, oid)| oid > n.id() && of <= f && l <= ol)
+        outputs
+            .iter()
+            .find(|&&(of, ol, oid, _)| oid > n.id() && of <= f && l <= ol)
+            .map(|o| o.3.clone())
     };
-    stale.extend(sealed.iter().filter(|(n, _)| inside_newer(n)).map(|(_, s)| s.clone()));
-    sealed.retain(|(n, _)| !inside_newer(n));
-    stale
+    for (n, name) in sealed.iter() {
+        if let Some(by) = covering(n) {
+            justified.push(Justified {
+                removed: name.clone(),
+                justifier: by,
+                full: true,
+            });
+            stale.push(name.clone());
+        }
+    }
+    sealed.retain(|(n, _)| covering(n).is_none());
+    (stale, justified)
+}
+
+/// Verifies, before anything is removed, each file whose name makes another
+/// a leftover (`reconcile`): its header, and for a compaction output every
+/// frame of its range. Damage is `Corruption` naming it; nothing removed.
+async fn verify_justifiers<F: Fs>(fs: &F, dir: &Path, headers: &Headers, justified: &[Justified]) -> Result<()> {
+    let mut read_through: Vec<&str> = Vec::new();
+    for j in justified {
+        evidence::justify(dir, headers, j)?;
+        if !j.full || read_through.contains(&j.justifier.as_str()) {
+            continue;
+        }
+        let Some(SegmentName::Sealed { first, last, id }) = SegmentName::parse(&j.justifier) else {
+            continue;
+        };
+        let seg: Segment<F> = Segment::new(
+            id,
+            first,
+            SegMeta {
+                path: dir.join(&j.justifier),
+                last_index: Some(last),
+                sealed: true,
+                end_offset: u64::MAX,
+                sparse: Vec::new(),
+                sparse_complete: false,
+            },
+            None,
+        );
+        seg.build_sparse(fs).await?;
+        read_through.push(&j.justifier);
+    }
+    Ok(())
 }
 
 /// Opens the active segment without reading record data, if the clean
@@ -659,26 +784,63 @@ enum ActiveScan<Fl> {
         /// False when the segment was not scanned (clean reopen): the sparse
         /// index is built on first read.
         sparse_complete: bool,
-        /// After a scan: the file's length; `recover` ends with
-        /// `finish_active` (cut from `end_offset`, fsync). `None` after a
-        /// clean reopen (nothing to cut).
-        finish: Option<u64>,
+        /// After a scan: the file's length, and whether everything after
+        /// `end_offset` is zero (preallocated space, not a torn tail);
+        /// `recover` ends with `finish_active` (cut from `end_offset`,
+        /// fsync). `None` after a clean reopen (nothing to cut).
+        finish: Option<(u64, bool)>,
         /// The scan wrote the rewrite journal (`journal`): `recover` removes
         /// it, durably, once the rewrite and the cut are done.
         journaled: bool,
     },
 }
 
+/// Which active segment a scan reads, and what it must hold.
+struct ScanAt {
+    id: u64,
+    first: u64,
+    log_id: u128,
+    /// The clean-shutdown marker's next index: the scan must reach it.
+    promised: Option<u64>,
+}
+
+/// Records the clean-shutdown marker promised and the scan did not find:
+/// an error outside `PointInTime` (nothing changed yet), else reported.
+fn check_promise(
+    path: &Path,
+    offset: u64,
+    next: u64,
+    promised: Option<u64>,
+    mode: RecoveryMode,
+    report: &mut RecoveryReport,
+) -> Result<()> {
+    let Some(p) = promised.filter(|&p| next < p) else {
+        return Ok(());
+    };
+    let lost = LostRecords {
+        first: next,
+        end: p,
+        path: path.to_path_buf(),
+        evidence: evidence::marker_evidence(p),
+    };
+    evidence::settle_losses(mode, offset, vec![lost], &mut report.lost)
+}
+
 /// Scans the active segment and cuts a torn tail.
 async fn scan_active<F: Fs>(
     fs: &F,
     path: &Path,
-    id: u64,
-    first: u64,
+    at: ScanAt,
     mode: RecoveryMode,
     align_bytes: u64,
     report: &mut RecoveryReport,
 ) -> Result<ActiveScan<F::File>> {
+    let ScanAt {
+        id,
+        first,
+        log_id,
+        promised,
+    } = at;
     let file = fs
         .open(path, OpenOptions::new().read(true).write(true))
         .await
@@ -686,14 +848,14 @@ async fn scan_active<F: Fs>(
     let file = Arc::new(file);
     let len = file.len().await.map_err(|e| Error::io("len", path, 0, e))?;
     report.scanned_bytes = len;
-    let expected_header = header_for(id, first);
+    let expected_header = header_for(log_id, id, first);
     let seed = expected_header.frame_seed();
     let mut hbuf = vec![0u8; SEGMENT_HEADER_BYTES.min(len as usize)];
     file.read_exact_at(&mut hbuf, 0)
         .await
         .map_err(|e| Error::io("read", path, 0, e))?;
     match SegmentHeader::decode(&hbuf) {
-        Ok(h) if h == expected_header => {}
+        Ok(h) if expected_header.same_segment(&h) => {}
         Ok(h) => {
             return Err(Error::corruption(
                 path,
@@ -729,6 +891,7 @@ async fn scan_active<F: Fs>(
                     format!("bad segment header ({e:?}) before valid frames"),
                 ));
             }
+            check_promise(path, 0, first, promised, mode, report)?;
             warn!(path = %path.display(), error = ?e, "removing a new segment whose header is torn");
             report.stop_reason = Some(format!("torn segment header ({e:?}) at offset 0"));
             return Ok(ActiveScan::Torn);
@@ -766,13 +929,16 @@ async fn scan_active<F: Fs>(
         durable_hint,
         ..
     } = scan;
+    let mut zero_tail = true;
+    let stop_offset = damage.as_ref().map_or(committed_end, |d| d.0);
     if let Some((bad_offset, reason)) = damage {
-        let zero_tail = scan.batch_next == next && is_zero(&*file, path, bad_offset, len).await?;
+        zero_tail = scan.batch_next == next && is_zero(&*file, path, bad_offset, len).await?;
         if !zero_tail {
             decide_cut(&*file, path, seed, mode, bad_offset, &reason, next, len).await?;
             report.stop_reason = Some(format!("{reason} at offset {bad_offset}, index {next}"));
         }
     }
+    check_promise(path, stop_offset, next, promised, mode, report)?;
     // Records a crashed or stopped process left in the page cache are served
     // from now on, so they must be durable before anyone reads them. An fsync
     // alone is not enough: after a failed fsync (ext4, xfs) those pages are
@@ -836,7 +1002,7 @@ async fn scan_active<F: Fs>(
         end_offset: committed_end,
         sparse,
         sparse_complete: true,
-        finish: Some(len),
+        finish: Some((len, zero_tail)),
         journaled,
     })
 }
@@ -853,19 +1019,26 @@ async fn scan_active<F: Fs>(
 /// damaged an acknowledged batch, the cut was made, the rewrite failed).
 /// An open that fails before this point leaves the damage in place for
 /// the next open to find and report again.
+///
+/// `zeros`: the tail is all zeros (space preallocated ahead of the writer),
+/// reported as `zero_bytes_cut`, not as a torn tail.
 async fn finish_active<Fl: File>(
     file: &Fl,
     path: &Path,
-    end: u64,
-    len: u64,
+    (end, len, zeros): (u64, u64, bool),
     report: &mut RecoveryReport,
 ) -> Result<()> {
     if len > end {
         file.set_len(end)
             .await
             .map_err(|e| Error::io("set_len", path, end, e))?;
-        report.torn_bytes_cut = len - end;
-        warn!(path = %path.display(), from = end, bytes = len - end, "cut torn tail");
+        if zeros {
+            report.zero_bytes_cut = len - end;
+            info!(path = %path.display(), from = end, bytes = len - end, "cut preallocated zeros");
+        } else {
+            report.torn_bytes_cut = len - end;
+            warn!(path = %path.display(), from = end, bytes = len - end, "cut torn tail");
+        }
         #[cfg(feature = "planted-bugs")]
         if crate::testing::planted(crate::testing::Planted::RecoveryCutNotSynced) {
             return Ok(());

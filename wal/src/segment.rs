@@ -123,12 +123,14 @@ pub(crate) fn salt_for(id: u64, first_index: u64) -> u32 {
     h.finalize()
 }
 
-/// The header a segment with this id and first index must have.
-pub(crate) fn header_for(id: u64, first_index: u64) -> SegmentHeader {
+/// The header a segment of log `log_id` with this id and first index must
+/// have.
+pub(crate) fn header_for(log_id: u128, id: u64, first_index: u64) -> SegmentHeader {
     SegmentHeader {
         segment_id: id,
         first_index,
         salt: salt_for(id, first_index),
+        log_id,
     }
 }
 
@@ -184,7 +186,8 @@ impl<F: Fs> Segment<F> {
         Segment {
             id,
             first_index,
-            seed: header_for(id, first_index).frame_seed(),
+            // The frame seed does not depend on the log id.
+            seed: header_for(0, id, first_index).frame_seed(),
             meta: Mutex::new(meta),
             file: Mutex::new(file),
             rewrites: AtomicU64::new(0),
@@ -226,9 +229,11 @@ impl<F: Fs> Segment<F> {
                 Error::io("read", &path, 0, e)
             }
         })?;
-        let expected = header_for(self.id, self.first_index);
+        // The log id was checked against the log's at open (recovery's
+        // `evidence::check_headers`); here only the place in the log.
+        let expected = header_for(0, self.id, self.first_index);
         match SegmentHeader::decode(&buf) {
-            Ok(h) if h == expected => Ok(()),
+            Ok(h) if SegmentHeader { log_id: 0, ..h } == expected => Ok(()),
             Ok(h) => Err(Error::corruption(
                 &path,
                 0,

@@ -153,6 +153,8 @@ pub(crate) struct Inner<F: Fs> {
     pub meta: futures::lock::Mutex<Meta>,
     /// Every segment id below this was used; never reused.
     pub next_segment_id: AtomicU64,
+    /// The log's identity, in every segment header and the meta file.
+    pub log_id: u128,
     /// Whether the meta file holds a clean-shutdown marker (cleared before
     /// the first change): lets the write path skip the meta lock.
     pub marker_present: AtomicBool,
@@ -420,11 +422,17 @@ impl<F: Fs> Wal<F> {
                 writer: futures::lock::Mutex::new(writer),
                 report: rec.report,
                 lifecycle: futures::lock::Mutex::new(()),
-                meta: futures::lock::Mutex::new(rec.meta.unwrap_or(Meta {
-                    low_water: rec.first_index,
-                    next_segment_id: rec.next_segment_id,
-                    clean: None,
-                })),
+                // A format-1 meta file gets the log id at its next write.
+                meta: futures::lock::Mutex::new(Meta {
+                    log_id: rec.log_id,
+                    ..rec.meta.unwrap_or(Meta {
+                        low_water: rec.first_index,
+                        next_segment_id: rec.next_segment_id,
+                        clean: None,
+                        log_id: rec.log_id,
+                    })
+                }),
+                log_id: rec.log_id,
                 next_segment_id: AtomicU64::new(rec.next_segment_id),
                 marker_present: AtomicBool::new(rec.meta.is_some_and(|m| m.clean.is_some())),
                 leases: Mutex::new(Leases::default()),

@@ -748,22 +748,81 @@ fn a_newer_format_version_is_refused_not_deleted() {
         wal.append(b"x".to_vec()).await.unwrap();
         let name = wal.segment_files()[0].0.clone();
         drop(wal);
-        // Rewrite the header as version 2 with a valid checksum.
+        // Rewrite the header as version 3 with a valid checksum.
         let path = dir().join(&name);
         let f = fs.open(&path, OpenOptions::new().read(true).write(true)).await.unwrap();
         let mut h = [0u8; 64];
         f.read_exact_at(&mut h, 0).await.unwrap();
-        h[8..12].copy_from_slice(&2u32.to_le_bytes());
+        h[8..12].copy_from_slice(&3u32.to_le_bytes());
         let crc = crc32fast::hash(&h[..60]);
         h[60..64].copy_from_slice(&crc.to_le_bytes());
         f.write_all_at(&h, 0).await.unwrap();
         f.sync_data().await.unwrap();
         let err = open(&fs, Options::default()).await.err().unwrap();
         assert!(
-            matches!(&err, Error::Corruption { reason, .. } if reason.contains("version 2")),
+            matches!(&err, Error::Corruption { reason, .. } if reason.contains("version 3")),
             "{err}"
         );
         assert!(fs.exists(&path).await.unwrap(), "the file is still there");
+    });
+}
+
+/// Rewrites a file's first `len` bytes as format 1: version 1, no log id,
+/// the checksum over `len - 4` bytes.
+async fn downgrade(fs: &SimFs, path: &Path, len: usize) {
+    let f = fs.open(path, OpenOptions::new().read(true).write(true)).await.unwrap();
+    let mut b = vec![0u8; len.max(80)];
+    f.read_exact_at(&mut b[..len.max(64)], 0).await.ok();
+    if len == 64 {
+        // A segment header: the log id at 36..52 goes.
+        b[8..12].copy_from_slice(&1u32.to_le_bytes());
+        b[36..52].fill(0);
+        let crc = crc32fast::hash(&b[..60]);
+        b[60..64].copy_from_slice(&crc.to_le_bytes());
+        f.write_all_at(&b[..64], 0).await.unwrap();
+    } else {
+        // The meta file: 80 bytes of format 2 become 64 of format 1.
+        b[8..12].copy_from_slice(&1u32.to_le_bytes());
+        b[56..80].fill(0);
+        let crc = crc32fast::hash(&b[..60]);
+        b[60..64].copy_from_slice(&crc.to_le_bytes());
+        f.set_len(64).await.unwrap();
+        f.write_all_at(&b[..64], 0).await.unwrap();
+    }
+    f.sync_data().await.unwrap();
+}
+
+#[test]
+fn a_format_1_log_opens_and_takes_a_log_id() {
+    block_on(async {
+        let fs = SimFs::new(24);
+        let opts = Options {
+            segment_max_records: 5,
+            ..Options::default()
+        };
+        let wal = open(&fs, opts.clone()).await.unwrap();
+        for i in 0..12 {
+            wal.append(payload(i, 30)).await.unwrap();
+        }
+        let names: Vec<String> = wal.segment_files().into_iter().map(|s| s.0).collect();
+        wal.close().await.unwrap();
+        for n in &names {
+            downgrade(&fs, &dir().join(n), 64).await;
+        }
+        downgrade(&fs, &dir().join("meta"), 80).await;
+        // Opens (the marker still matches), reads, appends in format 2.
+        let wal = open(&fs, opts.clone()).await.unwrap();
+        assert_eq!(collect(&wal).await.unwrap().len(), 12);
+        wal.append(payload(12, 30)).await.unwrap();
+        wal.prune_through(4).await.unwrap();
+        drop(wal);
+        fs.crash(CrashKind::PowerLoss);
+        let wal = open(&fs, opts.clone()).await.unwrap();
+        let log = collect(&wal).await.unwrap();
+        assert_eq!(log.first().map(|r| r.0), Some(5));
+        assert_eq!(log.len(), 8);
+        // The meta file was rewritten in format 2: 80 bytes.
+        assert_eq!(fs.metadata(&dir().join("meta")).await.unwrap().len, 80);
     });
 }
 

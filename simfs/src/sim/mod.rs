@@ -520,6 +520,15 @@ impl Fs for SimFs {
     type File = SimFile;
     type DirLock = SimDirLock;
 
+    fn unique_id(&self) -> u128 {
+        let mut st = self.lock();
+        st.unique_ids += 1;
+        let (seed, n) = (st.seed, st.unique_ids);
+        let hi = splitmix64(seed ^ splitmix64(n));
+        let lo = splitmix64(hi ^ n.rotate_left(32));
+        (((hi as u128) << 64) | lo as u128).max(1)
+    }
+
     async fn open(&self, path: &Path, options: OpenOptions) -> io::Result<SimFile> {
         let generation = self.begin().await;
         let opened = {
@@ -673,4 +682,12 @@ impl Drop for SimDirLock {
         st.trace
             .record(now, "unlock", Some(self.ino), None, 0, 0, "ok".into(), None);
     }
+}
+
+/// A 64-bit mixer (splitmix64's finaliser): ids from a seed and a counter.
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }

@@ -205,6 +205,9 @@ pub(crate) enum View {
 pub(crate) struct State {
     pub(crate) seed: u64,
     pub(crate) rng: ChaCha8Rng,
+    /// Ids handed out by `Fs::unique_id` (not drawn from `rng`, so the
+    /// fault stream does not depend on them).
+    pub(crate) unique_ids: u64,
     pub(crate) profile: SyncFailureProfile,
     /// Atomic write unit in bytes (also the storage page size).
     pub(crate) unit: u64,
@@ -251,6 +254,7 @@ impl State {
         State {
             seed,
             rng: ChaCha8Rng::seed_from_u64(seed),
+            unique_ids: 0,
             profile: config.profile,
             unit,
             capacity: config.capacity_bytes,
