@@ -833,6 +833,7 @@ impl<F: Fs> Writer<F> {
                 end_offset: data_start,
                 sparse: Vec::new(),
                 sparse_complete: true,
+                damage: None,
             },
             Some(file.clone()),
         ));

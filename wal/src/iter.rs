@@ -51,6 +51,10 @@ struct Checked {
     /// (FORMAT.md §9 rule 4), since they may hold stale frames, e.g. of a
     /// truncation whose cut a lying fsync left undone.
     serve_below: u64,
+    /// Whether a batch member may be served from the buffer: the segment is
+    /// the active one (recovery cut it to its committed end), or a sealed
+    /// segment whose verdict is known (`serve_below` stops at its damage).
+    members_ok: bool,
 }
 
 impl<F: Fs> Drop for WalIter<F> {
@@ -109,8 +113,9 @@ impl<F: Fs> WalIter<F> {
             return None;
         }
         let frame = reader.next_buffered_frame()?;
-        if frame.header.index != index {
-            // Skipping into a segment, or damage: the full path decides.
+        if frame.header.index != index || (!checked.members_ok && !frame.header.kind.commits()) {
+            // Skipping into a segment, damage, or a batch member of a sealed
+            // segment not yet scanned: the full path decides.
             self.reader = None;
             return None;
         }
@@ -189,14 +194,14 @@ impl<F: Fs> WalIter<F> {
         // ends at its last index (fixed until a truncation, which bumps the
         // epoch); the active segment is the last one, so every record from
         // `index` up to `readable_next` is in it.
-        let (end, serve_below) = {
+        let (end, serve_below, sealed) = {
             let m = seg.meta();
             let serve_below = match (m.sealed, m.last_index) {
                 (true, Some(last)) => readable_next.min(last.saturating_add(1)),
                 (true, None) => index,
                 (false, _) => readable_next,
             };
-            (m.end_offset, serve_below)
+            (m.end_offset, serve_below, m.sealed)
         };
         reader.set_limit(end);
         loop {
@@ -205,6 +210,14 @@ impl<F: Fs> WalIter<F> {
                 .await
                 .map_err(|stop| stop.into_error(&seg.path(), index))?;
             if frame.header.index < index {
+                // Positioning from a sparse entry, or damage (a frame out of
+                // order) in a sealed segment not scanned yet: the scan decides.
+                if sealed && !seg.verdict_known() {
+                    seg.build_sparse(&self.inner.fs).await?;
+                    if let Some(e) = seg.damage_at(index) {
+                        return Err(e);
+                    }
+                }
                 continue;
             }
             if frame.header.index > index {
@@ -214,8 +227,27 @@ impl<F: Fs> WalIter<F> {
                     format!("index {index} missing"),
                 ));
             }
+            // One verdict per byte: a sealed segment's batch member is a
+            // record only if its batch commits before any damage, which the
+            // segment's one scan decides (`Segment::build_sparse`, as for
+            // `read`); a segment scanned already answers for every index.
+            if sealed && (!frame.header.kind.commits() || seg.verdict_known()) {
+                seg.build_sparse(&self.inner.fs).await?;
+                if let Some(e) = seg.damage_at(index) {
+                    return Err(e);
+                }
+            }
+            let members_ok = !sealed || seg.verdict_known();
+            let serve_below = match seg.valid_end().filter(|_| sealed) {
+                Some(valid_end) => serve_below.min(valid_end),
+                None => serve_below,
+            };
             self.advance();
-            self.checked = Some(Checked { epoch, serve_below });
+            self.checked = Some(Checked {
+                epoch,
+                serve_below,
+                members_ok,
+            });
             return Ok(Some((index, frame.payload)));
         }
     }

@@ -722,6 +722,7 @@ impl<F: Fs> Inner<F> {
                 end_offset: u64::MAX,
                 sparse: Vec::new(),
                 sparse_complete: false,
+                damage: None,
             },
             None,
         ));

@@ -251,4 +251,31 @@ mod tests {
             }
         }
     }
+    /// The examples of docs/FORMAT.md §3.6, byte for byte.
+    #[test]
+    fn the_format_examples_are_what_encode_writes() {
+        let log_id = 0x5741_4c46_555a_5a00_0000_0000_0000_0001;
+        let pruned = Meta {
+            low_water: 10,
+            next_segment_id: 6,
+            clean: None,
+            log_id,
+        };
+        let crc = |b: &[u8]| u32::from_le_bytes([b[76], b[77], b[78], b[79]]);
+        let b = pruned.encode();
+        assert_eq!(&b[0..16], b"SIMWALMT\x02\0\0\0\0\0\0\0");
+        assert_eq!(&b[56..72], &log_id.to_le_bytes());
+        assert_eq!(crc(&b), 0x7D81_90EB);
+        let closed = Meta {
+            clean: Some(CleanMarker {
+                active_id: 5,
+                active_len: 16384,
+                next_index: 23,
+            }),
+            ..pruned
+        };
+        assert_eq!(crc(&closed.encode()), 0x8BF2_517A);
+        let v1 = Meta { log_id: 0, ..pruned }.encode();
+        assert_eq!(u32::from_le_bytes([v1[60], v1[61], v1[62], v1[63]]), 0x804F_B6A3);
+    }
 }

@@ -215,6 +215,7 @@ pub(crate) async fn recover<F: Fs>(
                     end_offset: u64::MAX,
                     sparse: Vec::new(),
                     sparse_complete: false,
+                    damage: None,
                 },
                 None,
             ))
@@ -317,6 +318,7 @@ pub(crate) async fn recover<F: Fs>(
                         end_offset,
                         sparse,
                         sparse_complete,
+                        damage: None,
                     },
                     Some(file.clone()),
                 )));
@@ -440,7 +442,7 @@ async fn remove_leftovers<F: Fs>(
 /// the output's rename (simulation seed 8002980: segment 0-178 gone, its
 /// records only in the output's temporary file, which recovery then
 /// deleted as a leftover). The output is used only once every frame of its
-/// range checks (`Segment::build_sparse`, as for any sealed segment); the
+/// range checks (`Segment::verify_whole`, as for any sealed segment); the
 /// rename is made durable before any input is removed (reconcile rule 3
 /// then removes the inputs it contains). A damaged output stays a leftover;
 /// a read error fails the open, nothing removed.
@@ -487,10 +489,11 @@ async fn restore_compaction_outputs<F: Fs>(
                 end_offset: u64::MAX,
                 sparse: Vec::new(),
                 sparse_complete: false,
+                damage: None,
             },
             None,
         );
-        match seg.build_sparse(fs).await {
+        match seg.verify_whole(fs).await {
             Ok(()) => {}
             Err(e @ Error::Corruption { .. }) => {
                 warn!(path = %tmp_path.display(), error = %e, "a compaction output holding missing records is damaged");
@@ -675,10 +678,11 @@ async fn verify_justifiers<F: Fs>(fs: &F, dir: &Path, headers: &Headers, justifi
                 end_offset: u64::MAX,
                 sparse: Vec::new(),
                 sparse_complete: false,
+                damage: None,
             },
             None,
         );
-        seg.build_sparse(fs).await?;
+        seg.verify_whole(fs).await?;
         read_through.push(&j.justifier);
     }
     Ok(())

@@ -151,6 +151,11 @@ pub(crate) struct SegMeta {
     /// Whether `sparse` covers the whole segment (false until a sealed
     /// segment from disk was scanned once).
     pub sparse_complete: bool,
+    /// A sealed segment's verdict, once scanned: the first index it does
+    /// not validly hold and why (its damage), `None` if every record of its
+    /// name's range checks. Records below it read normally: one verdict for
+    /// `read`, iteration and recovery (see `Segment::build_sparse`).
+    pub damage: Option<(u64, Error)>,
 }
 
 /// One segment file.
@@ -244,8 +249,13 @@ impl<F: Fs> Segment<F> {
     }
 
     /// Scans a sealed segment once, checking every frame, to build its sparse
-    /// index. Any damage is `Corruption`: a sealed segment's range is promised
-    /// by its name.
+    /// index and its verdict. A sealed segment validly holds the records up
+    /// to its last committing frame before the first damage (a frame that
+    /// does not check, an index out of order, the file ending early, or its
+    /// last frame inside a batch): the sparse index covers those, and the
+    /// first index past them is recorded with its `Corruption` in
+    /// `SegMeta::damage`, which every read at or above it returns. An I/O
+    /// error is returned and nothing is recorded (the next read tries again).
     pub(crate) async fn build_sparse(&self, fs: &F) -> Result<()> {
         let (path, last, sealed, end) = {
             let m = self.meta();
@@ -258,7 +268,16 @@ impl<F: Fs> Segment<F> {
         self.check_header(fs).await?;
         let file = self.file(fs).await?;
         let len = file.len().await.map_err(|e| Error::io("len", &path, 0, e))?;
-        let count = last - self.first_index + 1;
+        // Recovery may read a justifier before the names were validated
+        // (FORMAT.md §3.7 rule 3): a name whose range runs backwards is
+        // corruption here too, not an overflow.
+        let Some(count) = last.checked_sub(self.first_index).map(|d| d.saturating_add(1)) else {
+            return Err(Error::corruption(
+                &path,
+                0,
+                format!("the name's last index {last} is below its first {}", self.first_index),
+            ));
+        };
         // The active segment's writer adds entries every ACTIVE_SPARSE_STRIDE.
         let stride = if sealed {
             (count / SPARSE_ENTRIES_MAX).max(ACTIVE_SPARSE_STRIDE)
@@ -269,31 +288,48 @@ impl<F: Fs> Segment<F> {
         let mut reader = FrameReader::new(file, self.seed, SEGMENT_HEADER_BYTES as u64, limit);
         let mut sparse = Vec::new();
         let mut expected = self.first_index;
+        // The index after the last committing frame: what a reader may serve.
+        let mut committed_end = self.first_index;
+        let mut damage = None;
         while expected <= last {
-            let frame = reader
-                .next_header()
-                .await
-                .map_err(|stop| stop.into_error(&path, expected))?;
+            let frame = match reader.next_header().await {
+                Ok(f) => f,
+                Err(stop @ ReadStop::Io { .. }) => return Err(stop.into_error(&path, expected)),
+                Err(stop) => {
+                    damage = Some(stop.into_error(&path, expected));
+                    break;
+                }
+            };
             if frame.header.index != expected {
-                return Err(Error::corruption(
+                damage = Some(Error::corruption(
                     &path,
                     frame.offset,
                     format!("frame has index {}, expected {expected}", frame.header.index),
                 ));
+                break;
             }
             if (expected - self.first_index) % stride == 0 {
                 sparse.push((expected, frame.offset));
             }
             if sealed && expected == last && !frame.header.kind.commits() {
-                return Err(Error::corruption(
+                damage = Some(Error::corruption(
                     &path,
                     frame.offset,
                     format!("sealed segment ends inside a batch at index {last}"),
                 ));
+                break;
             }
             expected += 1;
+            if frame.header.kind.commits() {
+                committed_end = expected;
+            }
+        }
+        if damage.is_some() {
+            // Members of a batch the damage cut off are not records.
+            sparse.retain(|e| e.0 < committed_end);
         }
         let mut m = self.meta();
+        m.damage = damage.map(|e| (committed_end, e));
         // Entries the writer added meanwhile (active segment) are kept.
         sparse.extend(m.sparse.iter().filter(|e| e.0 > last).copied());
         m.sparse = sparse;
@@ -304,16 +340,61 @@ impl<F: Fs> Segment<F> {
         Ok(())
     }
 
+    /// Reads the whole segment and fails with its damage, if it has any:
+    /// for recovery, which may remove files only because this one is whole.
+    pub(crate) async fn verify_whole(&self, fs: &F) -> Result<()> {
+        self.build_sparse(fs).await?;
+        match &self.meta().damage {
+            Some((_, e)) => Err(e.clone()),
+            None => Ok(()),
+        }
+    }
+
+    /// The damage a read of `index` meets, if the segment was scanned and
+    /// does not validly hold `index` (see [`Segment::build_sparse`]).
+    pub(crate) fn damage_at(&self, index: u64) -> Option<Error> {
+        match &self.meta().damage {
+            Some((end, e)) if index >= *end => Some(e.clone()),
+            _ => None,
+        }
+    }
+
+    fn is_sealed(&self) -> bool {
+        self.meta().sealed
+    }
+
+    /// Whether the segment's verdict is known (it was scanned whole).
+    pub(crate) fn verdict_known(&self) -> bool {
+        self.meta().sparse_complete
+    }
+
+    /// The first index the segment does not validly hold, if it is damaged.
+    pub(crate) fn valid_end(&self) -> Option<u64> {
+        self.meta().damage.as_ref().map(|d| d.0)
+    }
+
     /// Reads the record at `index`, which must be in this segment and below
     /// the readable frontier.
     pub(crate) async fn read(&self, fs: &F, index: u64) -> Result<Vec<u8>> {
         let mut reader = self.reader_at(fs, index).await?;
+        if let Some(e) = self.damage_at(index) {
+            return Err(e);
+        }
         let path = self.path();
         loop {
             let frame = reader
                 .next_frame()
                 .await
                 .map_err(|stop| stop.into_error(&path, index))?;
+            // A frame out of order, or a batch member, in a sealed segment
+            // not scanned yet: the scan's verdict decides, as for iteration.
+            let undecided = frame.header.index < index || !frame.header.kind.commits();
+            if undecided && self.is_sealed() && !self.verdict_known() {
+                self.build_sparse(fs).await?;
+                if let Some(e) = self.damage_at(index) {
+                    return Err(e);
+                }
+            }
             match frame.header.index.cmp(&index) {
                 std::cmp::Ordering::Less => continue,
                 std::cmp::Ordering::Equal => return Ok(frame.payload),
