@@ -157,6 +157,14 @@ pub struct Oracle {
     /// file's low-water mark (a prune that removed nothing promises its
     /// first index through the first segment's name, which went aside).
     moved_aside: bool,
+    /// Segments the operator moved aside since the last recovery because
+    /// their header did not check while their name made others leftovers
+    /// (a compaction output), each with the recorded damage the report was
+    /// explained by. Recovery had refused to remove the inputs, but a
+    /// compaction that ran to its removals had taken them already: the
+    /// records only that file held went aside with it (seeds 90004374,
+    /// 90005024). Cleared by the next recovery.
+    aside_for_damage: Vec<(crate::repair::SegName, String)>,
     /// The operator moved a damaged meta file aside (the ledger explained
     /// the damage): the low-water mark it held, the first index then. The
     /// next recovery may start below it, and records below it that a prune
@@ -242,6 +250,7 @@ impl Oracle {
             recovery_seq: 0,
             undone_by_lie: false,
             moved_aside: false,
+            aside_for_damage: Vec::new(),
             meta_lost: None,
             eio_read: cfg.on(FaultClass::EioRead)
                 || cfg.on(FaultClass::EioOpen)
@@ -710,6 +719,17 @@ impl Oracle {
             // records with it: each durable one below `first` must still be
             // explained by the ledger (`after_recovery`).
             self.cov.mark(Mark::UndoneByLyingSync);
+        } else if let Some(why) = (first > self.first_hi)
+            .then(|| self.aside_covering(self.first_hi, first))
+            .flatten()
+        {
+            // The oldest records went aside with a file the operator moved
+            // for recorded damage: each durable one below `first` must still
+            // be explained by the ledger (`after_recovery`).
+            self.event(&format!(
+                "first index {first} above every prune target ({}): the records below it went aside with {why}",
+                self.first_hi
+            ));
         } else if first > self.first_hi {
             self.violation(format!(
                 "first index {first} is above every prune target and snapshot index ({}; configured first {})",
@@ -1331,6 +1351,7 @@ impl Oracle {
         // next recovery (seed 501036: a prune's Ok(...429) undone, recovered
         // at ...399, then a process crash and ...399 again).
         let moved_aside = std::mem::take(&mut self.moved_aside);
+        self.aside_for_damage.clear();
         self.first_lo = if self.undone_by_lie || self.meta_lost.take().is_some() || moved_aside {
             first
         } else {
@@ -1542,6 +1563,32 @@ impl Oracle {
         self.moved_aside = true;
     }
 
+    /// The operator moved segment `name` aside for `why` (recorded damage
+    /// that explained its header not checking).
+    pub fn note_aside_for_damage(&mut self, name: crate::repair::SegName, why: &str) {
+        self.aside_for_damage.push((name, why.to_string()));
+    }
+
+    /// If the segments the operator moved aside for damage since the last
+    /// recovery ([`Self::note_aside_for_damage`]) held every index of
+    /// `from..to` by their names: those names and the damage each went for.
+    fn aside_covering(&self, from: u64, to: u64) -> Option<String> {
+        let names: Vec<_> = self.aside_for_damage.iter().map(|(n, _)| *n).collect();
+        if !crate::repair::names_cover(&names, from, to) {
+            return None;
+        }
+        let each: Vec<_> = self
+            .aside_for_damage
+            .iter()
+            .filter(|(n, _)| n.first < to && n.last.is_none_or(|l| l >= from))
+            .map(|(n, why)| {
+                let last = n.last.map_or_else(|| "active".to_string(), |l| l.to_string());
+                format!("segment {}..={last} (id {}), moved aside for {why}", n.first, n.id)
+            })
+            .collect();
+        Some(each.join("; "))
+    }
+
     /// The highest low-water mark the meta file the operator moved aside
     /// since the last recovery can have held (the largest prune target
     /// started, `first_hi`), if one was moved aside.
@@ -1616,6 +1663,17 @@ impl Oracle {
                         "meta file moved aside for {why}: segments below its low-water mark (at most {hi}) are prune leftovers"
                     ));
                 }
+            }
+            // A gap whose indices a segment the operator moved aside for
+            // recorded damage held by its name (seed 90005024): its records
+            // went with it, each still to be explained by the ledger.
+            if let Some(why) = match e {
+                Error::Corruption { reason, .. } => crate::repair::chain_break(reason)
+                    .filter(|(at, expected)| at > expected)
+                    .and_then(|(at, expected)| self.aside_covering(expected, at)),
+                _ => None,
+            } {
+                return Some(format!("the gap's records went aside with {why}"));
             }
             // A naming problem (two active segments, a gap between segment
             // names, a file back from the dead) is explained by a directory

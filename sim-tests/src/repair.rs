@@ -63,6 +63,24 @@ impl SegName {
     }
 }
 
+/// Whether the names `segs` together hold every index of `from..to`
+/// (an active segment's name holds everything from its first index on).
+pub fn names_cover(segs: &[SegName], from: u64, to: u64) -> bool {
+    let mut pos = from;
+    while pos < to {
+        let Some(end) = segs
+            .iter()
+            .filter(|s| s.first <= pos && s.last.is_none_or(|l| l >= pos))
+            .map(|s| s.last.map_or(u64::MAX, |l| l.saturating_add(1)))
+            .max()
+        else {
+            return false;
+        };
+        pos = end;
+    }
+    true
+}
+
 /// A break in the segment chain that a recovery reported ("... segment
 /// starts at X, expected Y"): `(X, Y)`; X > Y is a gap, X < Y an overlap.
 pub fn chain_break(reason: &str) -> Option<(u64, u64)> {
@@ -204,4 +222,33 @@ where
         }
     }
     Err(last.unwrap_or_else(|| io::Error::other("no attempt made")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seg(name: &str) -> SegName {
+        SegName::parse(name).expect("a segment name")
+    }
+
+    /// Seed 90004374's shape: the compaction output `0..=48` went aside;
+    /// indices `0..38` are covered by it, `0..50` are not.
+    #[test]
+    fn names_cover_a_range_only_where_every_index_is_in_one_of_them() {
+        let out = seg("00000000000000000000-00000000000000000048-0000000000000009.wal");
+        assert!(names_cover(&[out], 0, 38));
+        assert!(names_cover(&[out], 0, 49));
+        assert!(!names_cover(&[out], 0, 50));
+        assert!(!names_cover(&[], 0, 1));
+        assert!(names_cover(&[], 5, 5));
+        // Two contiguous names, and an active one (open-ended).
+        let a = seg("00000000000000000010-00000000000000000019-0000000000000002.wal");
+        let b = seg("00000000000000000020-active-0000000000000003.wal");
+        assert!(names_cover(&[b, a], 10, 1000));
+        assert!(!names_cover(&[a], 9, 12));
+        // A hole between two names.
+        let c = seg("00000000000000000021-00000000000000000030-0000000000000004.wal");
+        assert!(!names_cover(&[a, c], 10, 25));
+    }
 }

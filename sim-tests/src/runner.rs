@@ -1061,8 +1061,10 @@ impl Sim {
         let bad_active_header = reason.starts_with("bad segment header") && name.contains("-active-");
         // A file whose name would make others leftovers but whose header
         // does not check (an interrupted compaction's output whose header
-        // was never durable): recovery removed nothing, the files it would
-        // have replaced still hold the records, so it goes aside.
+        // was never durable, or was damaged since): recovery removed
+        // nothing, and the files it would have replaced still hold the
+        // records unless the compaction had removed them already; either
+        // way it goes aside, and the oracle learns what its name held.
         let bad_justifier = reason.contains("a leftover, but its own header does not check");
         if !is_meta && !bad_active_header && !bad_justifier {
             return false;
@@ -1072,6 +1074,11 @@ impl Sim {
         let moved = self.repaired(&format!("move {name} aside for {why}"), &path, Mark::FileMovedAside, &r);
         if moved && is_meta {
             self.ctx.oracle().meta_lost(why);
+        }
+        if let Some(seg) = SegName::parse(&name).filter(|_| moved && bad_justifier) {
+            // Its inputs may be gone already (the compaction had reached its
+            // removals): the records only it held went aside with it.
+            self.ctx.oracle().note_aside_for_damage(seg, why);
         }
         moved
     }
