@@ -365,6 +365,9 @@ pub(crate) async fn recover<F: Fs>(
         .map_or(next_index, |s| s.first_index)
         .max(low_water.unwrap_or(0))
         .min(next_index);
+    if !report.lost.is_empty() {
+        meta = Some(accept_losses(fs, dir, meta, first_index, next_segment_id, log_id).await);
+    }
     info!(
         dir = %dir.display(),
         sealed = report.sealed_segments,
@@ -385,6 +388,34 @@ pub(crate) async fn recover<F: Fs>(
         log_id,
         report,
     })
+}
+
+/// Makes a `PointInTime` open's acceptance of lost records the meta file's
+/// new promise: the low-water mark rises to where the log now starts and the
+/// clean-shutdown marker, which promised the lost records, goes. Without it
+/// the next clean close would write the old mark back and a later strict
+/// open would fail with `MissingRecords` on a disk with no new fault (seeds
+/// 90005835, 90004374). Best effort: when the write fails the old promise
+/// stays on disk and a strict open keeps refusing, which is honest; memory
+/// holds the new one either way, so later meta writes carry it.
+async fn accept_losses<F: Fs>(
+    fs: &F,
+    dir: &Path,
+    meta: Option<Meta>,
+    first_index: u64,
+    next_segment_id: u64,
+    log_id: u128,
+) -> Meta {
+    let m = Meta {
+        low_water: meta.map_or(first_index, |m| m.low_water.max(first_index)),
+        next_segment_id: meta.map_or(next_segment_id, |m| m.next_segment_id.max(next_segment_id)),
+        clean: None,
+        log_id,
+    };
+    if let Err(MetaWriteError::NotWritten(e) | MetaWriteError::Unknown(e)) = write_meta(fs, dir, &m).await {
+        warn!(error = %e, "could not record the accepted loss in the meta file");
+    }
+    m
 }
 
 /// Removes leftover files. A failed removal does not stop the others (each

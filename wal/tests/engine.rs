@@ -1017,3 +1017,65 @@ fn a_failed_seal_of_an_unaligned_durable_tail_fails_the_group_instead_of_writing
         });
     }
 }
+
+#[test]
+fn a_loss_accepted_at_a_point_in_time_open_is_not_promised_again() {
+    // Seeds 90005835 and 90004374: a PointInTime open that accepted lost
+    // records (the first sealed segment gone: the chain starts above the
+    // low-water mark) left the old mark in the meta file; the next clean
+    // close wrote it back, and a later strict open on a disk with no new
+    // fault failed with MissingRecords. The accepted loss is the new promise.
+    block_on(async {
+        let fs = SimFs::new(8);
+        let opts = Options {
+            segment_max_records: 10,
+            ..unpadded()
+        };
+        let wal = open(&fs, opts.clone()).await.unwrap();
+        for i in 0..35 {
+            wal.append(payload(i, 50)).await.unwrap();
+        }
+        let first = wal.segment_files()[0].0.clone();
+        wal.close().await.unwrap();
+        fs.remove_file(&dir().join(&first)).await.unwrap();
+        fs.sync_dir(dir()).await.unwrap();
+        assert!(matches!(
+            open(&fs, opts.clone()).await,
+            Err(Error::MissingRecords { first: 0, end: 10, .. })
+        ));
+        let pit = Options {
+            recovery_mode: RecoveryMode::PointInTime,
+            ..opts.clone()
+        };
+        let wal = open(&fs, pit.clone()).await.unwrap();
+        assert_eq!(wal.recovery_report().lost.len(), 1);
+        assert_eq!(wal.first_index(), 10);
+        wal.close().await.unwrap();
+        for crash in [None, Some(CrashKind::PowerLoss)] {
+            if let Some(c) = crash {
+                fs.crash(c);
+            }
+            let wal = open(&fs, opts.clone()).await.unwrap();
+            assert!(wal.recovery_report().lost.is_empty());
+            assert_eq!((wal.first_index(), wal.next_index()), (10, 35));
+            wal.close().await.unwrap();
+        }
+        // The same for a loss at the end, accepted and then crashed without
+        // a close: the marker that promised the lost records is gone.
+        let wal = open(&fs, opts.clone()).await.unwrap();
+        let active = wal.segment_files().last().unwrap().0.clone();
+        wal.close().await.unwrap();
+        fs.remove_file(&dir().join(&active)).await.unwrap();
+        fs.sync_dir(dir()).await.unwrap();
+        assert!(matches!(
+            open(&fs, opts.clone()).await,
+            Err(Error::MissingRecords { first: 30, end: 35, .. })
+        ));
+        let wal = open(&fs, pit).await.unwrap();
+        assert_eq!(wal.next_index(), 30);
+        drop(wal);
+        fs.crash(CrashKind::PowerLoss);
+        let wal = open(&fs, opts).await.unwrap();
+        assert_eq!((wal.first_index(), wal.next_index()), (10, 30));
+    });
+}
