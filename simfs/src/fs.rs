@@ -140,7 +140,7 @@ pub struct DirEntry {
 pub trait Fs: Send + Sync + 'static {
     /// An open file.
     type File: File;
-    /// An exclusive lock on a directory, released when dropped.
+    /// A lock on a directory (exclusive or shared), released when dropped.
     type DirLock: Send + Sync + 'static;
 
     /// Opens (and maybe creates) a file. A file created here has a directory
@@ -178,6 +178,38 @@ pub trait Fs: Send + Sync + 'static {
     /// directory, from this process or another, fails at once with
     /// `io::ErrorKind::WouldBlock`. Not a durability operation.
     async fn lock_dir(&self, path: &Path) -> io::Result<Self::DirLock>;
+
+    /// Takes a shared lock on directory `path`: any number of shared locks
+    /// may be held at once, but none while an exclusive one ([`Fs::lock_dir`])
+    /// is, and no exclusive lock while any shared one is (the other call
+    /// fails at once with `io::ErrorKind::WouldBlock`). For readers that
+    /// must not see a writer change the directory under them. Not a
+    /// durability operation.
+    ///
+    /// The default takes the exclusive lock, which is safe but keeps other
+    /// readers out; [`OsFs`](crate::OsFs) (`flock(LOCK_SH)`) and
+    /// [`SimFs`](crate::SimFs) implement it.
+    ///
+    /// ```
+    /// use simfs::{Fs, SimFs};
+    /// use std::path::Path;
+    ///
+    /// futures::executor::block_on(async {
+    ///     let fs = SimFs::new(1);
+    ///     fs.create_dir_all(Path::new("/db")).await?;
+    ///     let a = fs.lock_dir_shared(Path::new("/db")).await?;
+    ///     let b = fs.lock_dir_shared(Path::new("/db")).await?; // readers share
+    ///     assert!(fs.lock_dir(Path::new("/db")).await.is_err()); // a writer waits
+    ///     drop((a, b));
+    ///     let w = fs.lock_dir(Path::new("/db")).await?;
+    ///     assert!(fs.lock_dir_shared(Path::new("/db")).await.is_err());
+    ///     drop(w);
+    ///     Ok::<_, std::io::Error>(())
+    /// }).unwrap();
+    /// ```
+    async fn lock_dir_shared(&self, path: &Path) -> io::Result<Self::DirLock> {
+        self.lock_dir(path).await
+    }
 
     /// Size and kind of the file or directory at `path` (live view);
     /// `NotFound` if there is none.

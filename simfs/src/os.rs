@@ -389,20 +389,11 @@ impl Fs for OsFs {
     }
 
     async fn lock_dir(&self, path: &Path) -> io::Result<OsDirLock> {
-        let dir = open_dir("lock_dir", path)?;
-        // `flock` directly rather than `std::fs::File::try_lock`, which is the
-        // same system call but needs Rust 1.89 (the crate's MSRV is lower).
-        match rustix::fs::flock(&dir, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
-            Ok(()) => Ok(OsDirLock {
-                _dir: dir,
-                path: path.to_path_buf(),
-            }),
-            Err(e) if e == rustix::io::Errno::WOULDBLOCK => Err(io::Error::new(
-                io::ErrorKind::WouldBlock,
-                format!("lock_dir {}: already locked", path.display()),
-            )),
-            Err(e) => Err(ctx("lock_dir", path, io::Error::from(e))),
-        }
+        flock_dir(path, rustix::fs::FlockOperation::NonBlockingLockExclusive)
+    }
+
+    async fn lock_dir_shared(&self, path: &Path) -> io::Result<OsDirLock> {
+        flock_dir(path, rustix::fs::FlockOperation::NonBlockingLockShared)
     }
 
     async fn metadata(&self, path: &Path) -> io::Result<Metadata> {
@@ -411,6 +402,24 @@ impl Fs for OsFs {
             len: if m.is_dir() { 0 } else { m.len() },
             is_dir: m.is_dir(),
         })
+    }
+}
+
+/// Takes a `flock` on a directory. `flock` directly rather than
+/// `std::fs::File::try_lock`, which is the same system call but needs Rust
+/// 1.89 (the crate's MSRV is lower).
+fn flock_dir(path: &Path, op: rustix::fs::FlockOperation) -> io::Result<OsDirLock> {
+    let dir = open_dir("lock_dir", path)?;
+    match rustix::fs::flock(&dir, op) {
+        Ok(()) => Ok(OsDirLock {
+            _dir: dir,
+            path: path.to_path_buf(),
+        }),
+        Err(e) if e == rustix::io::Errno::WOULDBLOCK => Err(io::Error::new(
+            io::ErrorKind::WouldBlock,
+            format!("lock_dir {}: already locked", path.display()),
+        )),
+        Err(e) => Err(ctx("lock_dir", path, io::Error::from(e))),
     }
 }
 

@@ -313,6 +313,28 @@ fn lock_dir_excludes_in_process_and_releases_on_drop() {
 }
 
 #[test]
+fn shared_dir_locks_exclude_writers_not_readers() {
+    block_on(async {
+        let fs = OsFs::new();
+        let dir = tempfile::tempdir().unwrap();
+        let a = fs.lock_dir_shared(dir.path()).await.unwrap();
+        let b = OsFs::inline().lock_dir_shared(dir.path()).await.unwrap();
+        assert_eq!(fs.lock_dir(dir.path()).await.unwrap_err().kind(), ErrorKind::WouldBlock);
+        drop(a);
+        assert_eq!(fs.lock_dir(dir.path()).await.unwrap_err().kind(), ErrorKind::WouldBlock);
+        drop(b);
+        let w = fs.lock_dir(dir.path()).await.unwrap();
+        assert_eq!(
+            fs.lock_dir_shared(dir.path()).await.unwrap_err().kind(),
+            ErrorKind::WouldBlock
+        );
+        drop(w);
+        // A read-only directory can be locked shared (flock needs no write).
+        drop(fs.lock_dir_shared(dir.path()).await.unwrap());
+    });
+}
+
+#[test]
 fn lock_dir_excludes_across_threads() {
     let fs = OsFs::new();
     let dir = tempfile::tempdir().unwrap();

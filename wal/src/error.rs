@@ -148,6 +148,17 @@ pub enum Error {
         /// The operation, e.g. `"group commit"`, `"truncate"`.
         operation: &'static str,
     },
+    /// A read-only open ([`crate::Options::read_only`]) was asked to change
+    /// the log (an append, sync, prune, truncation, compaction, rotation),
+    /// or cannot present it without a change (an interrupted recovery's
+    /// journal must be written back first). Nothing was changed.
+    #[error("{path} is open read-only: {reason}")]
+    ReadOnly {
+        /// The log directory, or the file that needs the change.
+        path: PathBuf,
+        /// What would have to change.
+        reason: String,
+    },
     /// An iterator's lease was revoked because it held pruning back too
     /// often (see `Options::max_lease_holds`); create a new iterator.
     #[error("iterator at index {position} expired: its lease held pruning back too long")]

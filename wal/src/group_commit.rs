@@ -915,6 +915,18 @@ fn complete(requests: Vec<Request>, result: impl Fn(&Request) -> Result<u64>) {
 }
 
 impl<F: Fs> Inner<F> {
+    /// `Error::ReadOnly` for a call that would change the log of a
+    /// read-only open.
+    pub(crate) fn check_writable(&self, what: &str) -> Result<()> {
+        if !self.opts.read_only {
+            return Ok(());
+        }
+        Err(Error::ReadOnly {
+            path: self.dir.clone(),
+            reason: format!("{what} would change the log"),
+        })
+    }
+
     pub(crate) fn stopped_cause(&self) -> Option<Error> {
         self.state().stopped.clone()
     }

@@ -147,7 +147,12 @@ struct Head {
 /// Replays the journal, if any (see the module docs). A whole journal whose
 /// name is not an active segment's is corruption: nothing is changed. One
 /// whose segment does not exist is stale and removed.
-pub(crate) async fn replay<F: Fs>(fs: &F, dir: &Path) -> Result<Replayed> {
+///
+/// `read_only`: nothing is changed. A torn or stale journal is reported as
+/// it would be removed; a whole one cannot be replayed without writing, and
+/// the segment it names cannot be served without it (its bytes may be the
+/// only good copy of records): `Error::ReadOnly`.
+pub(crate) async fn replay<F: Fs>(fs: &F, dir: &Path, read_only: bool) -> Result<Replayed> {
     let path = dir.join(JOURNAL_NAME);
     let journal = match fs.open(&path, OpenOptions::new().read(true)).await {
         Ok(f) => f,
@@ -156,10 +161,10 @@ pub(crate) async fn replay<F: Fs>(fs: &F, dir: &Path) -> Result<Replayed> {
     };
     let len = journal.len().await.map_err(|e| Error::io("len", &path, 0, e))?;
     let Some(head) = read_head(&journal, &path, len).await? else {
-        return torn(fs, dir, &path, "short or bad header").await;
+        return torn(fs, dir, &path, "short or bad header", read_only).await;
     };
     if !check_crc(&journal, &path, &head, len).await? {
-        return torn(fs, dir, &path, "checksum mismatch").await;
+        return torn(fs, dir, &path, "checksum mismatch", read_only).await;
     }
     if !matches!(SegmentName::parse(&head.name), Some(SegmentName::Active { .. })) {
         return Err(Error::corruption(
@@ -169,7 +174,10 @@ pub(crate) async fn replay<F: Fs>(fs: &F, dir: &Path) -> Result<Replayed> {
         ));
     }
     let seg_path = dir.join(&head.name);
-    let target = match fs.open(&seg_path, OpenOptions::new().read(true).write(true)).await {
+    let target = match fs
+        .open(&seg_path, OpenOptions::new().read(true).write(!read_only))
+        .await
+    {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             // The segment's name never became durable (recovery writes the
@@ -182,11 +190,23 @@ pub(crate) async fn replay<F: Fs>(fs: &F, dir: &Path) -> Result<Replayed> {
             // record whose fsync returned `Ok` lives in a segment whose name
             // survives. The journal is stale.
             warn!(journal = %path.display(), segment = %head.name, "removing a recovery journal whose segment does not exist");
-            remove(fs, dir).await?;
+            if !read_only {
+                remove(fs, dir).await?;
+            }
             return Ok(Replayed::Stale);
         }
         Err(e) => return Err(Error::io("open", &seg_path, 0, e)),
     };
+    if read_only {
+        drop(target);
+        return Err(Error::ReadOnly {
+            path,
+            reason: format!(
+                "an interrupted recovery left {} bytes of {} to write back first; open it writable once",
+                head.data_len, head.name
+            ),
+        });
+    }
     // The journal may be whole only in the page cache (the open that wrote
     // it failed before its fsync; a process crash kept the pages): it must
     // be durable before its bytes go back in flight, or a power loss during
@@ -222,9 +242,11 @@ pub(crate) async fn replay<F: Fs>(fs: &F, dir: &Path) -> Result<Replayed> {
     Ok(Replayed::Bytes(head.data_len))
 }
 
-async fn torn<F: Fs>(fs: &F, dir: &Path, path: &Path, why: &str) -> Result<Replayed> {
+async fn torn<F: Fs>(fs: &F, dir: &Path, path: &Path, why: &str, read_only: bool) -> Result<Replayed> {
     warn!(path = %path.display(), why, "removing a torn recovery journal (no in-place write had begun)");
-    remove(fs, dir).await?;
+    if !read_only {
+        remove(fs, dir).await?;
+    }
     Ok(Replayed::Torn)
 }
 

@@ -185,6 +185,38 @@ pub struct Options {
     /// assert!(always.validate().is_err());
     /// ```
     pub write_buffer_bytes: usize,
+    /// Open without changing anything: no write, removal, rename, fsync or
+    /// directory creation, so read-only files, directories and media work,
+    /// and the directory is byte for byte what it was. The open takes a
+    /// shared lock ([`simfs::Fs::lock_dir_shared`]): other read-only opens
+    /// may run at once, a writable open may not (`Error::Locked` either
+    /// way). Recovery runs in [`Options::recovery_mode`] and its report says
+    /// what a writable open would do ([`crate::RecoveryReport::read_only`]);
+    /// reads, iterators, [`crate::Wal::verify`] and the inspection calls
+    /// work, every call that would change the log returns
+    /// `Error::ReadOnly`, and `close` only releases the lock. The log is
+    /// served as a writable open would leave it: a torn tail is not served,
+    /// a restorable compaction output is served from its temporary name.
+    /// One thing cannot be served without writing: the journal of an
+    /// interrupted recovery (the open fails with `Error::ReadOnly`).
+    ///
+    /// ```
+    /// use std::path::Path;
+    /// use wal::{Error, Options, Wal};
+    ///
+    /// futures::executor::block_on(async {
+    ///     let fs = simfs::SimFs::new(1);
+    ///     let w = Wal::open(fs.clone(), Path::new("/log"), Options::default()).await?;
+    ///     w.append(b"a".to_vec()).await?;
+    ///     w.close().await?;
+    ///     let ro = Options { read_only: true, ..Options::default() };
+    ///     let r = Wal::open(fs, Path::new("/log"), ro).await?;
+    ///     assert_eq!(r.read(0).await?, b"a");
+    ///     assert!(matches!(r.append(b"b".to_vec()).await, Err(Error::ReadOnly { .. })));
+    ///     r.close().await
+    /// }).unwrap();
+    /// ```
+    pub read_only: bool,
 }
 
 /// Largest `Options::write_buffer_bytes`.
@@ -207,6 +239,7 @@ impl Default for Options {
             max_lease_holds: 16,
             preallocate_bytes: 1 << 20,
             write_buffer_bytes: 0,
+            read_only: false,
         }
     }
 }

@@ -75,6 +75,11 @@ pub struct RecoveryReport {
     /// Zero bytes cut after the last frame of the active segment: space
     /// preallocated ahead of the writer, never written (not a torn tail).
     pub zero_bytes_cut: u64,
+    /// The open was read-only ([`crate::Options::read_only`]): nothing was
+    /// written, removed, renamed or synced, and the fields above say what a
+    /// writable open in the same mode would do (files it would remove,
+    /// bytes it would cut or rewrite), not what was done.
+    pub read_only: bool,
 }
 
 /// A range of acknowledged records a `PointInTime` open went on without.
@@ -117,11 +122,15 @@ pub(crate) async fn recover<F: Fs>(
     mode: RecoveryMode,
     default_first_index: u64,
     align_bytes: u64,
+    read_only: bool,
 ) -> Result<Recovered<F>> {
-    let mut report = RecoveryReport::default();
+    let mut report = RecoveryReport {
+        read_only,
+        ..RecoveryReport::default()
+    };
     // An earlier recovery's interrupted rewrite is finished first, before
     // anything reads the segment it was writing.
-    match journal::replay(fs, dir).await? {
+    match journal::replay(fs, dir, read_only).await? {
         Replayed::Bytes(n) => report.journal_replayed_bytes = n,
         Replayed::Stale => report.removed_files.push(JOURNAL_NAME.to_string()),
         Replayed::None | Replayed::Torn => {}
@@ -172,6 +181,7 @@ pub(crate) async fn recover<F: Fs>(
         &mut leftovers,
         low_water.unwrap_or(default_first_index),
         &mut headers,
+        read_only,
     )
     .await?;
     let (stale, justified) = reconcile(&mut sealed, &active, low_water);
@@ -235,7 +245,7 @@ pub(crate) async fn recover<F: Fs>(
         let path = dir.join(file_name);
         let clean = meta.and_then(|m| m.clean).filter(|c| c.active_id == name.id());
         let scan = match clean {
-            Some(c) => fast_open(fs, &path, name.first(), c, align_bytes).await?,
+            Some(c) => fast_open(fs, &path, name.first(), c, align_bytes, read_only).await?,
             None => None,
         };
         let scan = match scan {
@@ -279,15 +289,19 @@ pub(crate) async fn recover<F: Fs>(
                 };
                 // Best effort: a full disk must not stop the open, and a
                 // reused id of a file that is gone is harmless.
-                match write_meta(fs, dir, &m).await {
-                    Ok(()) => meta = Some(m),
-                    Err(MetaWriteError::NotWritten(e) | MetaWriteError::Unknown(e)) => {
-                        warn!(error = %e, "could not record the segment-id high-water mark")
+                if read_only {
+                    meta = Some(m);
+                } else {
+                    match write_meta(fs, dir, &m).await {
+                        Ok(()) => meta = Some(m),
+                        Err(MetaWriteError::NotWritten(e) | MetaWriteError::Unknown(e)) => {
+                            warn!(error = %e, "could not record the segment-id high-water mark")
+                        }
                     }
+                    fs.remove_file(&path)
+                        .await
+                        .map_err(|e| Error::io("remove", &path, 0, e))?;
                 }
-                fs.remove_file(&path)
-                    .await
-                    .map_err(|e| Error::io("remove", &path, 0, e))?;
                 report.removed_files.push(file_name.clone());
                 // It never held an acknowledged record, so its name says
                 // nothing about the log: an empty log starts where the meta
@@ -335,7 +349,7 @@ pub(crate) async fn recover<F: Fs>(
     if let Some(low) = low_water.filter(|&low| next_index < low) {
         // The journal goes first: it names the active segment, and once
         // that is gone the journal is only a stale file for the next open.
-        if std::mem::take(&mut journaled) {
+        if std::mem::take(&mut journaled) && !read_only {
             journal::remove(fs, dir).await?;
         }
         let doomed: Vec<_> = segments.drain(..).map(|seg| seg.path()).collect();
@@ -348,14 +362,16 @@ pub(crate) async fn recover<F: Fs>(
     // After a process crash, names (new segments, seals, removals) may exist
     // only in the page cache; they are served from now on, so make them
     // durable. One directory fsync per open; it needs no free space.
-    fs.sync_dir(dir).await.map_err(|e| Error::io("sync_dir", dir, 0, e))?;
+    if !read_only {
+        fs.sync_dir(dir).await.map_err(|e| Error::io("sync_dir", dir, 0, e))?;
+    }
     if let Some((file, path, end, len, zeros)) = to_finish {
         finish_active(&*file, &path, (end, len, zeros), &mut report).await?;
     }
     // The rewrite and the cut are durable: the journal's copy is not needed
     // any more, and must not outlive this open (a replay after the log moved
     // on would write old bytes over newer ones).
-    if journaled {
+    if journaled && !read_only {
         journal::remove(fs, dir).await?;
     }
     // The first index never moves backwards: the low-water mark holds it
@@ -366,7 +382,7 @@ pub(crate) async fn recover<F: Fs>(
         .max(low_water.unwrap_or(0))
         .min(next_index);
     if !report.lost.is_empty() {
-        meta = Some(accept_losses(fs, dir, meta, first_index, next_segment_id, log_id).await);
+        meta = Some(accept_losses(fs, dir, meta, (first_index, next_segment_id, log_id), read_only).await);
     }
     info!(
         dir = %dir.display(),
@@ -402,9 +418,8 @@ async fn accept_losses<F: Fs>(
     fs: &F,
     dir: &Path,
     meta: Option<Meta>,
-    first_index: u64,
-    next_segment_id: u64,
-    log_id: u128,
+    (first_index, next_segment_id, log_id): (u64, u64, u128),
+    read_only: bool,
 ) -> Meta {
     let m = Meta {
         low_water: meta.map_or(first_index, |m| m.low_water.max(first_index)),
@@ -412,6 +427,9 @@ async fn accept_losses<F: Fs>(
         clean: None,
         log_id,
     };
+    if read_only {
+        return m;
+    }
     if let Err(MetaWriteError::NotWritten(e) | MetaWriteError::Unknown(e)) = write_meta(fs, dir, &m).await {
         warn!(error = %e, "could not record the accepted loss in the meta file");
     }
@@ -428,6 +446,14 @@ async fn remove_leftovers<F: Fs>(
     report: &mut RecoveryReport,
 ) -> Result<()> {
     let paths: Vec<_> = paths.collect();
+    if report.read_only {
+        let names = paths
+            .iter()
+            .filter_map(|p| p.file_name())
+            .map(|n| n.to_string_lossy().into_owned());
+        report.removed_files.extend(names);
+        return Ok(());
+    }
     // A segment is a leftover only because another name says so (a
     // compaction output covering it, a meta file's low-water mark above it,
     // a truncation's rewritten holder), and that name may still be only in
@@ -477,6 +503,7 @@ async fn remove_leftovers<F: Fs>(
 /// rename is made durable before any input is removed (reconcile rule 3
 /// then removes the inputs it contains). A damaged output stays a leftover;
 /// a read error fails the open, nothing removed.
+#[allow(clippy::too_many_arguments)]
 async fn restore_compaction_outputs<F: Fs>(
     fs: &F,
     dir: &Path,
@@ -485,6 +512,7 @@ async fn restore_compaction_outputs<F: Fs>(
     leftovers: &mut Vec<String>,
     low: u64,
     headers: &mut Headers,
+    read_only: bool,
 ) -> Result<()> {
     let log_id = headers.log_id;
     let mut restored = Vec::new();
@@ -540,6 +568,14 @@ async fn restore_compaction_outputs<F: Fs>(
             }
         }
         let final_path = dir.join(&final_name);
+        if read_only {
+            // Served from where it is; a writable open renames it.
+            info!(output = %tmp_path.display(), "a writable open would restore this compaction output");
+            headers.verified.push(tmp_name.clone());
+            sealed.push((SegmentName::Sealed { first, last, id }, tmp_name.clone()));
+            restored.push(tmp_name.clone());
+            continue;
+        }
         fs.rename(&tmp_path, &final_path)
             .await
             .map_err(|e| Error::io("rename", &tmp_path, 0, e))?;
@@ -731,9 +767,10 @@ async fn fast_open<F: Fs>(
     first: u64,
     clean: CleanMarker,
     align_bytes: u64,
+    read_only: bool,
 ) -> Result<Option<ActiveScan<F::File>>> {
     let file = fs
-        .open(path, OpenOptions::new().read(true).write(true))
+        .open(path, OpenOptions::new().read(true).write(!read_only))
         .await
         .map_err(|e| Error::io("open", path, 0, e))?;
     let len = file.len().await.map_err(|e| Error::io("len", path, 0, e))?;
@@ -876,8 +913,9 @@ async fn scan_active<F: Fs>(
         log_id,
         promised,
     } = at;
+    let read_only = report.read_only;
     let file = fs
-        .open(path, OpenOptions::new().read(true).write(true))
+        .open(path, OpenOptions::new().read(true).write(!read_only))
         .await
         .map_err(|e| Error::io("open", path, 0, e))?;
     let file = Arc::new(file);
@@ -1002,7 +1040,19 @@ async fn scan_active<F: Fs>(
     } else {
         from_block
     };
-    let journaled = journal_from < committed_end;
+    let journaled = journal_from < committed_end && !read_only;
+    if read_only {
+        report.rewritten_bytes = committed_end - from;
+        return Ok(ActiveScan::Valid {
+            file,
+            next,
+            end_offset: committed_end,
+            sparse,
+            sparse_complete: true,
+            finish: Some((len, zero_tail)),
+            journaled: false,
+        });
+    }
     if journaled {
         let dir = path.parent().unwrap_or(Path::new("."));
         let name = path
@@ -1064,9 +1114,11 @@ async fn finish_active<Fl: File>(
     report: &mut RecoveryReport,
 ) -> Result<()> {
     if len > end {
-        file.set_len(end)
-            .await
-            .map_err(|e| Error::io("set_len", path, end, e))?;
+        if !report.read_only {
+            file.set_len(end)
+                .await
+                .map_err(|e| Error::io("set_len", path, end, e))?;
+        }
         if zeros {
             report.zero_bytes_cut = len - end;
             info!(path = %path.display(), from = end, bytes = len - end, "cut preallocated zeros");
@@ -1076,6 +1128,9 @@ async fn finish_active<Fl: File>(
         }
         #[cfg(feature = "planted-bugs")]
         if crate::testing::planted(crate::testing::Planted::RecoveryCutNotSynced) {
+            return Ok(());
+        }
+        if report.read_only {
             return Ok(());
         }
         file.sync_data().await.map_err(|e| Error::io("sync_data", path, 0, e))?;

@@ -356,6 +356,9 @@ impl<F: Fs> Wal<F> {
     pub async fn open(fs: F, dir: &Path, opts: Options) -> Result<Wal<F>> {
         opts.validate()?;
         let fs = Arc::new(fs);
+        if opts.read_only {
+            return Self::open_read_only(fs, dir, opts).await;
+        }
         match fs.metadata(dir).await {
             Ok(m) if !m.is_dir => return Err(Error::InvalidArgument(format!("{} is not a directory", dir.display()))),
             Ok(_) => {}
@@ -374,21 +377,30 @@ impl<F: Fs> Wal<F> {
                 .await
                 .map_err(|e| Error::io("sync_dir", ancestor, 0, e))?;
         }
-        let lock = fs.lock_dir(dir).await.map_err(|e| {
-            if e.kind() == std::io::ErrorKind::WouldBlock {
-                Error::Locked {
-                    path: dir.to_path_buf(),
-                }
-            } else {
-                Error::io("lock", dir, 0, e)
-            }
-        })?;
+        let lock = fs.lock_dir(dir).await.map_err(|e| lock_error(dir, e))?;
+        Self::recover_into(fs, dir, opts, lock).await
+    }
+
+    /// [`Options::read_only`]: a shared lock, and nothing created or synced.
+    async fn open_read_only(fs: Arc<F>, dir: &Path, opts: Options) -> Result<Wal<F>> {
+        match fs.metadata(dir).await {
+            Ok(m) if !m.is_dir => return Err(Error::InvalidArgument(format!("{} is not a directory", dir.display()))),
+            Ok(_) => {}
+            Err(e) => return Err(Error::io("metadata", dir, 0, e)),
+        }
+        let lock = fs.lock_dir_shared(dir).await.map_err(|e| lock_error(dir, e))?;
+        Self::recover_into(fs, dir, opts, lock).await
+    }
+
+    /// Recovery on the locked directory, then the engine's state.
+    async fn recover_into(fs: Arc<F>, dir: &Path, opts: Options, lock: F::DirLock) -> Result<Wal<F>> {
         let rec = recover(
             &*fs,
             dir,
             opts.recovery_mode,
             opts.first_index,
             opts.durable_alignment_bytes,
+            opts.read_only,
         )
         .await?;
         let writer = Writer::new(&rec, &rec.segments);
@@ -494,7 +506,7 @@ impl<F: Fs> Wal<F> {
     /// then, and the caller takes the group path.
     async fn try_buffered(&self, records: &[Vec<u8>], batch: bool, at: Option<u64>) -> Option<Result<u64>> {
         let inner = &self.inner;
-        if !inner.buffered() {
+        if !inner.buffered() || inner.opts.read_only {
             return None;
         }
         // Argument errors are reported by the group path, after its check
@@ -511,6 +523,7 @@ impl<F: Fs> Wal<F> {
         let inner = &self.inner;
         // A stopped WAL answers `Stopped` to everything, bad arguments included.
         inner.state().check_usable()?;
+        inner.check_writable("append")?;
         let bytes = check_records(&inner.opts, &records)?;
         let mut records = records;
         let mut done = loop {
@@ -560,6 +573,7 @@ impl<F: Fs> Wal<F> {
     /// [`SyncPolicy::Always`] and [`SyncPolicy::Batched`] every acknowledged
     /// record is durable, so this only waits for the group in progress.
     pub async fn sync(&self) -> Result<()> {
+        self.inner.check_writable("sync")?;
         let mut w = WantWriter::lock(&self.inner).await;
         w.sync(&self.inner).await
     }
@@ -567,6 +581,7 @@ impl<F: Fs> Wal<F> {
     /// Seals the active segment now (if it holds records); the next append
     /// starts a new segment.
     pub async fn rotate(&self) -> Result<()> {
+        self.inner.check_writable("rotate")?;
         let mut w = WantWriter::lock(&self.inner).await;
         self.inner.state().check_usable()?;
         w.run_group(&self.inner).await;
@@ -690,6 +705,13 @@ impl<F: Fs> Wal<F> {
     pub async fn close(self) -> Result<()> {
         let inner = &self.inner;
         let _lifecycle = inner.lifecycle.lock().await;
+        if inner.opts.read_only {
+            inner.state().closed = true;
+            inner.invalidate_readers();
+            inner.lock.lock().unwrap_or_else(|e| e.into_inner()).take();
+            info!(dir = %inner.dir.display(), "closed (read-only)");
+            return Ok(());
+        }
         let mut w = inner.writer.lock().await;
         while !inner.state().queue.is_empty() {
             w.run_group(inner).await;
@@ -728,6 +750,7 @@ impl<F: Fs> Wal<F> {
     /// `Options::max_lease_holds` for leaked iterators).
     pub async fn prune_through(&self, k: u64) -> Result<u64> {
         let inner = &self.inner;
+        inner.check_writable("prune")?;
         let _lifecycle = inner.lifecycle.lock().await;
         let (first, readable) = {
             let st = inner.state();
@@ -846,6 +869,7 @@ impl<F: Fs> Wal<F> {
     /// every crash point what remains is a contiguous prefix.
     pub async fn truncate_from(&self, from: u64) -> Result<()> {
         let inner = &self.inner;
+        inner.check_writable("truncate")?;
         let _lifecycle = inner.lifecycle.lock().await;
         // No index may be handed out while the truncation resets them;
         // pausing before taking the writer mutex also keeps appenders from
@@ -907,6 +931,7 @@ impl<F: Fs> Wal<F> {
     pub async fn compact(&self, opts: CompactionOptions) -> Result<CompactionPlan> {
         opts.validate()?;
         let inner = &self.inner;
+        inner.check_writable("compact")?;
         let _lifecycle = inner.lifecycle.lock().await;
         inner.state().check_usable()?;
         // Compaction reads sealed segments only, which never hold buffered
@@ -1112,4 +1137,15 @@ fn check_records(opts: &Options, records: &[Vec<u8>]) -> Result<usize> {
         });
     }
     Ok(bytes)
+}
+
+/// The error for a directory lock that could not be taken.
+fn lock_error(dir: &Path, e: std::io::Error) -> Error {
+    if e.kind() == std::io::ErrorKind::WouldBlock {
+        Error::Locked {
+            path: dir.to_path_buf(),
+        }
+    } else {
+        Error::io("lock", dir, 0, e)
+    }
 }

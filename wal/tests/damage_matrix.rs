@@ -36,6 +36,8 @@
 //! the test, so the list stays true.
 #![allow(clippy::unwrap_used)]
 
+mod read_only_disk;
+
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::ops::Range;
@@ -43,6 +45,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use futures::executor::block_on;
+use read_only_disk::ReadOnlyDisk;
 use simfs::OsFs;
 use wal::{Error, Options, RecoveryMode, RecoveryReport, SyncPolicy, Wal};
 
@@ -606,7 +609,30 @@ fn run_cell(fx: &Fixtures, fixture: Fixture, damage: DamageFn, mode: RecoveryMod
     let effect = damage(&ctx);
     let before = snapshot(&dir);
     let mut failures = Vec::new();
+    let read_only = read_only_open(&dir, mode, &before, &mut failures);
     let opened = block_on(Wal::open(OsFs::new(), &dir, opts(mode)));
+    match (&read_only, &opened) {
+        (Err(a), Err(b)) if std::mem::discriminant(a) != std::mem::discriminant(b) => {
+            failures.push(format!("read-only open failed with {a}, the writable one with {b}"))
+        }
+        (Err(a), Ok(_)) => failures.push(format!("read-only open failed ({a}), the writable one did not")),
+        (Ok(_), Err(b)) => failures.push(format!("read-only open succeeded, the writable one failed ({b})")),
+        (Ok((plan, served)), Ok(wal)) => {
+            let done = RecoveryReport {
+                read_only: true,
+                ..wal.recovery_report().clone()
+            };
+            if *plan != done {
+                failures.push(format!(
+                    "read-only plan {plan:?} is not what the writable open did: {done:?}"
+                ));
+            }
+            if *served != block_on(serve(wal)) {
+                failures.push("read-only open serves other records than the writable one".to_string());
+            }
+        }
+        _ => {}
+    }
     let outcome = match opened {
         Err(e) => {
             let after = snapshot(&dir);
@@ -650,6 +676,67 @@ fn run_cell(fx: &Fixtures, fixture: Fixture, damage: DamageFn, mode: RecoveryMod
     };
     drop(effect.holder);
     Cell { outcome, failures }
+}
+
+/// Opens the damaged directory read-only through a disk that refuses
+/// every change: the open must change nothing and try to change nothing.
+/// Returns its report and what it serves, for the comparison with the
+/// writable open that follows.
+fn read_only_open(
+    dir: &Path,
+    mode: RecoveryMode,
+    before: &Snapshot,
+    failures: &mut Vec<String>,
+) -> Result<(RecoveryReport, Vec<String>), Error> {
+    let disk = ReadOnlyDisk::new(OsFs::new());
+    let o = Options {
+        read_only: true,
+        ..opts(mode)
+    };
+    let opened = block_on(Wal::open(disk.clone(), dir, o));
+    let result = match opened {
+        Ok(wal) => {
+            let served = block_on(serve(&wal));
+            if !matches!(block_on(wal.append(b"x".to_vec())), Err(Error::ReadOnly { .. })) {
+                failures.push("a read-only append did not return ReadOnly".to_string());
+            }
+            let r = wal.recovery_report().clone();
+            block_on(wal.close()).unwrap();
+            Ok((r, served))
+        }
+        Err(e) => Err(e),
+    };
+    if !disk.refused().is_empty() {
+        failures.push(format!("read-only open tried to change the disk: {:?}", disk.refused()));
+    }
+    let after = snapshot(dir);
+    if after != *before {
+        failures.push(format!(
+            "read-only open changed the directory: {}",
+            diff(before, &after)
+        ));
+    }
+    result
+}
+
+/// What a log serves: every record an iterator from the first index yields,
+/// then where it stops.
+async fn serve<F: simfs::Fs>(wal: &Wal<F>) -> Vec<String> {
+    let mut out = vec![format!("{}..{}", wal.first_index(), wal.next_index())];
+    let mut it = match wal.iter_from(wal.first_index()) {
+        Ok(it) => it,
+        Err(e) => return vec![short_error(&e)],
+    };
+    while let Some(r) = it.next().await {
+        match r {
+            Ok((i, bytes)) => out.push(format!("{i}:{}", String::from_utf8_lossy(&bytes))),
+            Err(e) => {
+                out.push(short_error(&e));
+                break;
+            }
+        }
+    }
+    out
 }
 
 /// Judges an open that returned `Ok`: records and the report.

@@ -205,3 +205,39 @@ fn a_journal_is_made_durable_before_it_is_replayed() {
         });
     }
 }
+
+#[test]
+fn a_read_only_open_refuses_a_whole_journal_and_leaves_a_torn_one() {
+    block_on(async {
+        let fs = SimFs::new(3);
+        let (name, bytes) = log(&fs).await;
+        let good = bytes[64..200].to_vec();
+        put(&fs, &name, &[&bytes[..64], &[0xAB; 136][..], &bytes[200..]].concat()).await;
+        let whole = journal(64, &name, &good);
+        put(&fs, JOURNAL, &whole).await;
+        let ro = Options {
+            read_only: true,
+            ..Options::default()
+        };
+        // Its bytes are the only good copy of record 0: no open may serve
+        // the segment without them, and a read-only open cannot write them.
+        match open(&fs, ro.clone()).await {
+            Err(Error::ReadOnly { path, reason }) => {
+                assert_eq!(path, dir().join(JOURNAL));
+                assert!(reason.contains(&name), "{reason}");
+            }
+            other => panic!("expected ReadOnly, got {:?}", other.map(|_| ())),
+        }
+        assert_eq!(fs.durable_content(&dir().join(JOURNAL)).unwrap(), whole);
+        // A torn journal is left where it is, and reported as a writable
+        // open would remove it.
+        put(&fs, JOURNAL, &whole[..10]).await;
+        put(&fs, &name, &bytes).await;
+        let wal = open(&fs, ro).await.unwrap();
+        assert_eq!(wal.next_index(), 10);
+        assert!(wal.recovery_report().read_only);
+        wal.close().await.unwrap();
+        assert_eq!(fs.durable_content(&dir().join(JOURNAL)).unwrap(), whole[..10].to_vec());
+        assert_eq!(fs.durable_content(&dir().join(&name)).unwrap(), bytes);
+    });
+}

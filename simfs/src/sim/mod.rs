@@ -580,14 +580,29 @@ impl Fs for SimFs {
     }
 
     async fn lock_dir(&self, path: &Path) -> io::Result<SimDirLock> {
+        self.lock_dir_as(path, false).await
+    }
+
+    async fn lock_dir_shared(&self, path: &Path) -> io::Result<SimDirLock> {
+        self.lock_dir_as(path, true).await
+    }
+
+    async fn metadata(&self, path: &Path) -> io::Result<Metadata> {
+        self.fs_op("metadata", path, |st, ctx, c| st.op_metadata(ctx, c)).await
+    }
+}
+
+impl SimFs {
+    /// Takes the lock on `path`, shared or exclusive.
+    async fn lock_dir_as(&self, path: &Path, shared: bool) -> io::Result<SimDirLock> {
         let generation = self.begin().await;
         let locked = {
             let mut st = self.lock();
-            let mut ctx = Ctx::new("lock_dir");
+            let mut ctx = Ctx::new(if shared { "lock_dir_shared" } else { "lock_dir" });
             ctx.path = Some(path.to_string_lossy().into_owned());
             st.run(generation, ctx, |st, ctx| {
                 let comps = State::components(path)?;
-                st.op_lock_dir(ctx, &comps)
+                st.op_lock_dir(ctx, &comps, shared)
             })?
         };
         Ok(SimDirLock {
@@ -596,10 +611,6 @@ impl Fs for SimFs {
             ino: locked.ino,
             generation,
         })
-    }
-
-    async fn metadata(&self, path: &Path) -> io::Result<Metadata> {
-        self.fs_op("metadata", path, |st, ctx, c| st.op_metadata(ctx, c)).await
     }
 }
 
@@ -674,10 +685,18 @@ impl Drop for SimFile {
 impl Drop for SimDirLock {
     fn drop(&mut self) {
         let mut st = lock(&self.state);
-        if st.generation != self.generation || st.locks.get(&self.ino) != Some(&self.id) {
+        if st.generation != self.generation {
             return;
         }
-        st.locks.remove(&self.ino);
+        let Some(held) = st.locks.get_mut(&self.ino) else {
+            return;
+        };
+        if !held.ids.remove(&self.id) {
+            return;
+        }
+        if held.ids.is_empty() {
+            st.locks.remove(&self.ino);
+        }
         let now = st.clock.now_ns();
         st.trace
             .record(now, "unlock", Some(self.ino), None, 0, 0, "ok".into(), None);

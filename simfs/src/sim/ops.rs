@@ -385,18 +385,20 @@ impl State {
         Ok(())
     }
 
-    pub(crate) fn op_lock_dir(&mut self, ctx: &mut Ctx, comps: &Components) -> io::Result<Opened> {
+    pub(crate) fn op_lock_dir(&mut self, ctx: &mut Ctx, comps: &Components, shared: bool) -> io::Result<Opened> {
         let ino = self.resolve(comps, View::Live)?;
         ctx.ino = Some(ino);
         if self.dir(ino).is_none() {
             return Err(errors::not_dir());
         }
-        if self.locks.contains_key(&ino) {
+        if self.locks.get(&ino).is_some_and(|held| held.exclusive || !shared) {
             return Err(errors::would_block());
         }
         let id = self.next_lock;
         self.next_lock += 1;
-        self.locks.insert(ino, id);
+        let held = self.locks.entry(ino).or_default();
+        held.exclusive = !shared;
+        held.ids.insert(id);
         Ok(Opened { id, ino })
     }
 

@@ -36,6 +36,13 @@ pub(crate) const MAX_UNIT: u64 = 64 << 10;
 /// of this size as a whole (kept, lost) or tears it at the atomic write unit.
 pub(crate) const CACHE_PAGE: u64 = 4096;
 
+/// Who holds a directory lock: one exclusive holder, or shared holders.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct HeldLock {
+    pub(crate) exclusive: bool,
+    pub(crate) ids: std::collections::BTreeSet<u64>,
+}
+
 /// One regular file.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct FileNode {
@@ -222,8 +229,10 @@ pub(crate) struct State {
     /// Open handles of the current generation, by handle id.
     pub(crate) handles: BTreeMap<u64, HandleState>,
     pub(crate) next_handle: u64,
-    /// Held directory locks: directory inode -> lock id.
-    pub(crate) locks: BTreeMap<u64, u64>,
+    /// Held directory locks: directory inode -> the ids holding it, and
+    /// whether that one holder holds it exclusively (else every id holds a
+    /// shared lock).
+    pub(crate) locks: BTreeMap<u64, HeldLock>,
     pub(crate) next_lock: u64,
     /// Process generation: bumped by every crash.
     pub(crate) generation: u64,

@@ -320,6 +320,29 @@ fn lock_exclusion_and_release_on_drop() {
 }
 
 #[test]
+fn shared_locks_share_and_die_with_the_process() {
+    block_on(async {
+        let fs = SimFs::new(1);
+        fs.create_dir_all(p("/db")).await.unwrap();
+        let a = fs.lock_dir_shared(p("/db")).await.unwrap();
+        let b = fs.lock_dir_shared(p("/db")).await.unwrap();
+        assert_eq!(fs.lock_dir(p("/db")).await.unwrap_err().kind(), ErrorKind::WouldBlock);
+        drop(a);
+        assert_eq!(fs.lock_dir(p("/db")).await.unwrap_err().kind(), ErrorKind::WouldBlock);
+        drop(b);
+        let w = fs.lock_dir(p("/db")).await.unwrap();
+        assert_eq!(
+            fs.lock_dir_shared(p("/db")).await.unwrap_err().kind(),
+            ErrorKind::WouldBlock
+        );
+        drop(w);
+        let _r = fs.lock_dir_shared(p("/db")).await.unwrap();
+        fs.crash(CrashKind::Process);
+        drop(fs.lock_dir(p("/db")).await.unwrap());
+    });
+}
+
+#[test]
 fn rename_without_sync_dir_old_or_new_name() {
     let (mut old, mut new) = (0, 0);
     for seed in 0..40 {
