@@ -42,6 +42,7 @@ mod sync;
 #[cfg(any(feature = "shuttle", feature = "planted-bugs"))]
 #[doc(hidden)]
 pub mod testing;
+mod verify;
 #[allow(clippy::module_inception)]
 mod wal;
 
@@ -50,4 +51,5 @@ pub use iter::WalIter;
 pub use lifecycle::{CompactionOptions, CompactionPlan, CompactionRun, SegmentInfo};
 pub use options::{Options, RecoveryMode, Sleeper, SyncPolicy};
 pub use recovery::{LostRecords, RecoveryReport};
+pub use verify::{verify_dir, Notice, NoticeKind, Problem, ProblemKind, VerifyReport};
 pub use wal::{Stats, Wal};

@@ -1285,7 +1285,7 @@ async fn decide_cut<Fl: File>(
 }
 
 /// Whether every byte in `[from, len)` is zero (unwritten space).
-async fn is_zero<Fl: File>(file: &Fl, path: &Path, from: u64, len: u64) -> Result<bool> {
+pub(crate) async fn is_zero<Fl: File>(file: &Fl, path: &Path, from: u64, len: u64) -> Result<bool> {
     const CHUNK: u64 = 1 << 20;
     let mut pos = from;
     let mut buf = Vec::new();
@@ -1307,7 +1307,7 @@ async fn is_zero<Fl: File>(file: &Fl, path: &Path, from: u64, len: u64) -> Resul
 /// exceeds `durable_above` (any valid frame for `None`): proof that data at or after `from` was durable
 /// once. Returns its offset. Reads in chunks; a frame spanning chunks is read
 /// on its own.
-async fn find_valid_frame<Fl: File>(
+pub(crate) async fn find_valid_frame<Fl: File>(
     file: &Fl,
     path: &Path,
     seed: FrameSeed,

@@ -286,48 +286,8 @@ impl<F: Fs> Segment<F> {
         };
         let limit = if sealed { len } else { end.min(len) };
         let mut reader = FrameReader::new(file, self.seed, SEGMENT_HEADER_BYTES as u64, limit);
-        let mut sparse = Vec::new();
-        let mut expected = self.first_index;
-        // The index after the last committing frame: what a reader may serve.
-        let mut committed_end = self.first_index;
-        let mut damage = None;
-        while expected <= last {
-            let frame = match reader.next_header().await {
-                Ok(f) => f,
-                Err(stop @ ReadStop::Io { .. }) => return Err(stop.into_error(&path, expected)),
-                Err(stop) => {
-                    damage = Some(stop.into_error(&path, expected));
-                    break;
-                }
-            };
-            if frame.header.index != expected {
-                damage = Some(Error::corruption(
-                    &path,
-                    frame.offset,
-                    format!("frame has index {}, expected {expected}", frame.header.index),
-                ));
-                break;
-            }
-            if (expected - self.first_index) % stride == 0 {
-                sparse.push((expected, frame.offset));
-            }
-            if sealed && expected == last && !frame.header.kind.commits() {
-                damage = Some(Error::corruption(
-                    &path,
-                    frame.offset,
-                    format!("sealed segment ends inside a batch at index {last}"),
-                ));
-                break;
-            }
-            expected += 1;
-            if frame.header.kind.commits() {
-                committed_end = expected;
-            }
-        }
-        if damage.is_some() {
-            // Members of a batch the damage cut off are not records.
-            sparse.retain(|e| e.0 < committed_end);
-        }
+        let scan = scan_frames(&mut reader, &path, self.first_index, last, sealed, stride).await?;
+        let (mut sparse, committed_end, damage) = (scan.sparse, scan.committed_end, scan.damage);
         let mut m = self.meta();
         m.damage = damage.map(|e| (committed_end, e));
         // Entries the writer added meanwhile (active segment) are kept.
@@ -347,6 +307,18 @@ impl<F: Fs> Segment<F> {
         match &self.meta().damage {
             Some((_, e)) => Err(e.clone()),
             None => Ok(()),
+        }
+    }
+
+    /// Records damage found after the verdict was made (a full verification
+    /// read the file again and found `error` from index `end` on): reads at
+    /// or above `end` now return it, as a reopen would decide. An earlier
+    /// damage point is kept.
+    pub(crate) fn record_damage(&self, end: u64, error: Error) {
+        let mut m = self.meta();
+        if m.damage.as_ref().is_none_or(|(at, _)| end < *at) {
+            m.damage = Some((end, error));
+            m.sparse.retain(|s| s.0 < end);
         }
     }
 
@@ -487,6 +459,92 @@ impl ReadStop {
             ReadStop::End { offset } => Error::corruption(path, offset, format!("segment ends before index {index}")),
         }
     }
+}
+
+/// What one pass over a segment's frames found (see [`scan_frames`]).
+pub(crate) struct FrameScan {
+    /// `(index, offset)` of every `stride`-th record validly held.
+    pub sparse: Vec<(u64, u64)>,
+    /// The index after the last committing frame before the stop: the
+    /// segment validly holds `first..committed_end`.
+    pub committed_end: u64,
+    /// The file offset just past that frame.
+    pub committed_offset: u64,
+    /// Why the scan stopped before `last`, as a `Corruption` naming the
+    /// offset; `None` if every record through `last` checked.
+    pub damage: Option<Error>,
+    /// The stop was the read limit, reached at a frame boundary (no bad
+    /// bytes: for a segment whose end is not known, a clean end).
+    pub at_limit: bool,
+}
+
+/// The one decoder of a segment's validity, shared by reads
+/// ([`Segment::build_sparse`]) and [`crate::verify`]: expects the records
+/// `first..=last` in order from `reader`. The segment validly holds them
+/// up to its last committing frame before the first damage: a frame that
+/// does not check, an index out of order, the read limit, or (`sealed`)
+/// its last frame inside a batch. An I/O error is returned as such.
+pub(crate) async fn scan_frames<Fl: File>(
+    reader: &mut FrameReader<Fl>,
+    path: &Path,
+    first: u64,
+    last: u64,
+    sealed: bool,
+    stride: u64,
+) -> Result<FrameScan> {
+    debug_assert!(stride > 0);
+    let mut scan = FrameScan {
+        sparse: Vec::new(),
+        committed_end: first,
+        committed_offset: reader.offset(),
+        damage: None,
+        at_limit: false,
+    };
+    let mut expected = first;
+    while expected <= last {
+        let frame = match reader.next_header().await {
+            Ok(f) => f,
+            Err(stop @ ReadStop::Io { .. }) => return Err(stop.into_error(path, expected)),
+            Err(stop) => {
+                scan.at_limit = matches!(stop, ReadStop::End { .. });
+                scan.damage = Some(stop.into_error(path, expected));
+                break;
+            }
+        };
+        if frame.header.index != expected {
+            scan.damage = Some(Error::corruption(
+                path,
+                frame.offset,
+                format!("frame has index {}, expected {expected}", frame.header.index),
+            ));
+            break;
+        }
+        if (expected - first) % stride == 0 {
+            scan.sparse.push((expected, frame.offset));
+        }
+        if sealed && expected == last && !frame.header.kind.commits() {
+            scan.damage = Some(Error::corruption(
+                path,
+                frame.offset,
+                format!("sealed segment ends inside a batch at index {last}"),
+            ));
+            break;
+        }
+        if expected == u64::MAX {
+            break;
+        }
+        expected += 1;
+        if frame.header.kind.commits() {
+            scan.committed_end = expected;
+            scan.committed_offset = reader.offset();
+        }
+    }
+    if scan.damage.is_some() {
+        // Members of a batch the damage cut off are not records.
+        let end = scan.committed_end;
+        scan.sparse.retain(|e| e.0 < end);
+    }
+    Ok(scan)
 }
 
 /// Reads frames sequentially with large buffered reads (one system call per
