@@ -99,7 +99,7 @@ impl Drop for Unplant {
 
 impl Bug {
     /// Every planted bug.
-    pub const ALL: [Bug; 15] = [
+    pub const ALL: [Bug; 16] = [
         Bug::Fs(FsBug::NoFsync),
         Bug::Fs(FsBug::NoDirSync),
         Bug::Fs(FsBug::RetryFailedFsync),
@@ -115,6 +115,7 @@ impl Bug {
         Bug::Engine(Planted::RecoveryCutNotSynced),
         Bug::Engine(Planted::PruneIgnoresLeases),
         Bug::Engine(Planted::RecoveryJournalNotSynced),
+        Bug::Engine(Planted::NamesTrusted),
     ];
 
     /// The opener that runs the real WAL with this bug planted.

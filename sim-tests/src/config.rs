@@ -70,11 +70,21 @@ pub enum FaultClass {
     /// open is crashed after its 1st filesystem operation, reopened and
     /// crashed after its 2nd, ..., until an open completes.
     RecoveryStepCrashes,
+    /// Between runs ([`RunConfig::tamper_pct`] of the reopens), the
+    /// directory is tampered with as an operator, a backup tool or a bad
+    /// copy would (`sim-tests/src/tamper.rs`): a segment renamed to cover
+    /// older ones, to overlap, to leave a gap or to take another's id, a
+    /// middle segment deleted, the meta file replaced by garbage or by
+    /// another log's, a stray `*.wal` name, an unrelated file, a stray
+    /// `*.wal.tmp`. Read-only opens in every mode and `verify_dir` are
+    /// judged on it, then the operator restores the directory and the run
+    /// goes on.
+    Tamper,
 }
 
 impl FaultClass {
     /// Every class, in bit order.
-    pub const ALL: [FaultClass; 22] = [
+    pub const ALL: [FaultClass; 23] = [
         FaultClass::EnospcWrite,
         FaultClass::EnospcMetadata,
         FaultClass::EioRead,
@@ -97,6 +107,7 @@ impl FaultClass {
         FaultClass::AfterEffect,
         FaultClass::CrashAfterStep,
         FaultClass::RecoveryStepCrashes,
+        FaultClass::Tamper,
     ];
 
     /// This class's bit.
@@ -377,6 +388,8 @@ pub struct RunConfig {
     /// The reopen after a crash (1st, 2nd, ...) that runs the recovery
     /// step pass (with [`FaultClass::RecoveryStepCrashes`]).
     pub step_pass_reopen: u32,
+    /// Per cent of reopens preceded by a tamper (with [`FaultClass::Tamper`]).
+    pub tamper_pct: u32,
 }
 
 /// Per kind of [`FaultClass::AfterEffect`]: (lowest, highest) probability.
@@ -593,6 +606,11 @@ impl RunConfig {
             mask |= FaultClass::RecoveryStepCrashes.bit();
         }
         let step_pass_reopen = rng.random_range(1..=3);
+        // Tampering between runs (drawn last, for the same reason).
+        if rng.random_bool(0.15) {
+            mask |= FaultClass::Tamper.bit();
+        }
+        let tamper_pct = rng.random_range(30..=90);
 
         // Overrides.
         if let Some(extra) = ov.force {
@@ -676,6 +694,7 @@ impl RunConfig {
             after_effect,
             step_crash_pct,
             step_pass_reopen,
+            tamper_pct,
         }
     }
 

@@ -137,11 +137,19 @@ pub enum Mark {
     /// Crashes of the recovery step passes (steps per pass: this over
     /// `RecoveryStepPass`).
     RecoveryStepCrashes,
+    /// A tamper between runs was applied (`tamper.rs`).
+    TamperApplied,
+    /// ... and every mode's open refused it, naming the tampered file.
+    TamperRefused,
+    /// ... a harmless one: the same range opened, no new problem.
+    TamperHarmless,
+    /// ... and the operator restored the directory exactly.
+    TamperRestored,
 }
 
 impl Mark {
     /// The marks every default sweep must reach.
-    pub const REQUIRED: [Mark; 32] = [
+    pub const REQUIRED: [Mark; 36] = [
         Mark::PruneDone,
         Mark::PruneHeldByLease,
         Mark::LeaseRevoked,
@@ -174,6 +182,10 @@ impl Mark {
         Mark::CrashAfterStep,
         Mark::RecoveryStepPass,
         Mark::RecoveryStepCrashes,
+        Mark::TamperApplied,
+        Mark::TamperRefused,
+        Mark::TamperHarmless,
+        Mark::TamperRestored,
     ];
 }
 

@@ -436,7 +436,9 @@ const JOURNAL_NAME: &str = "recovery.journal";
 /// a power loss left in a unit the rewrite was writing, at or before the
 /// record's bytes in its file, after its append began, and at the same
 /// power loss (same simulated instant) a lost sync or directory entry of
-/// that directory's `recovery.journal`. Returns both entries: the garbage
+/// that directory's `recovery.journal`, or a media fault (misdirected
+/// write over it, bit rot, latent sector) on the journal between the
+/// record's append and the garbage. Returns both entries: the garbage
 /// alone names a unit the WAL rewrote while it held durable data, which is
 /// the WAL's bug unless its journal was made durable first, and here the
 /// device only claimed it was (simulation seed 60060491).
@@ -465,9 +467,21 @@ pub fn explain_unjournaled_rewrite<'a>(
         .find_map(|g| {
             let dir = g.path.as_deref()?.rsplit_once('/')?.0;
             let journal = ledger.iter().find(|j| {
-                matches!(j.kind, DamageKind::UnpersistedSync | DamageKind::UnpersistedDirOp)
-                    && j.time_ns == g.time_ns
-                    && j.path.as_deref().and_then(|p| p.rsplit_once('/')) == Some((dir, JOURNAL_NAME))
+                let is_journal = j.path.as_deref().and_then(|p| p.rsplit_once('/')) == Some((dir, JOURNAL_NAME));
+                // Its claimed sync lost at the same power loss, or its
+                // durable bytes destroyed by a media fault after this
+                // recovery began and before the garbage (soak seed
+                // 91032878: a misdirected write over the journal's header
+                // made it look torn, so the next open dropped it as one
+                // that no in-place write had followed).
+                let lost_at_power_loss = matches!(j.kind, DamageKind::UnpersistedSync | DamageKind::UnpersistedDirOp)
+                    && j.time_ns == g.time_ns;
+                let destroyed = matches!(
+                    j.kind,
+                    DamageKind::MisdirectedDest | DamageKind::BitRot | DamageKind::LatentSector
+                ) && j.seq >= since
+                    && j.seq <= g.seq;
+                is_journal && (lost_at_power_loss || destroyed)
             })?;
             Some((g, journal))
         })

@@ -18,7 +18,8 @@
 //! * [`shrink`]: minimise a failing configuration;
 //! * [`broken`]: deliberately broken filesystems and WALs that the sweep must catch;
 //! * [`repair`]: the operator's tools for damage no open mode gets past;
-//! * [`sweep`]: many seeds, sequentially or on several threads.
+//! * [`sweep`]: many seeds, sequentially or on several threads;
+//! * [`tamper`]: tampering with the directory between runs, judged and undone.
 #![forbid(unsafe_code)]
 
 pub mod api;
@@ -33,4 +34,5 @@ pub mod repair;
 pub mod runner;
 pub mod shrink;
 pub mod sweep;
+pub mod tamper;
 pub mod workload;

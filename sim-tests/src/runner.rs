@@ -440,6 +440,13 @@ impl Sim {
         if std::mem::take(&mut self.crashed_since_open) && !heal {
             self.crash_reopens += 1;
         }
+        if !heal && cfg.on(FaultClass::Tamper) && self.pct(cfg.tamper_pct) {
+            let t = crate::tamper::Tamperer {
+                ctx: &self.ctx,
+                opts: cfg.options(RunConfig::madsim_sleeper()),
+            };
+            t.run(&mut self.rng).await;
+        }
         // Where every record sits now: a reopen without a crash (after the
         // WAL stopped) follows writes no crash snapshot saw, and the
         // ledger's excuses need their places (seed 20024483: a record

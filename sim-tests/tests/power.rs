@@ -210,3 +210,20 @@ fn catches_a_recovery_journal_that_is_not_fsynced() {
 fn every_bug_has_a_test() {
     assert_eq!(Bug::ALL.len(), 15);
 }
+
+#[test]
+fn catches_recovery_that_trusts_names() {
+    // Issue 12's first finding, planted back: a sealed segment renamed to
+    // cover older ones makes recovery remove them as compaction leftovers.
+    // Only the tamper class renames files between runs: forced on.
+    let bug = Bug::Engine(Planted::NamesTrusted);
+    let force = Overrides {
+        force: Some(FaultClass::Tamper.bit()),
+        ..Overrides::default()
+    };
+    let (seed, why) = caught_within(bug, force, 40);
+    println!("{bug:?} caught by seed {seed} (tampering forced on): {why}");
+    assert!(why.contains("tamper"), "caught by the tamper check: {why}");
+    let r = run_seed_with(seed, force, sim_tests::api::real_opener());
+    assert!(r.passed(), "seed {seed} passes without the bug: {:?}", r.violations);
+}

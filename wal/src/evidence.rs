@@ -70,6 +70,12 @@ pub(crate) async fn check_headers<F: Fs>(
             Err(e) => return Err(e),
         };
         let expected = header_for(h.log_id, n.id(), n.first());
+        #[cfg(feature = "planted-bugs")]
+        let h = if crate::testing::planted(crate::testing::Planted::NamesTrusted) {
+            expected
+        } else {
+            h
+        };
         if h != expected {
             return Err(Error::corruption(
                 &path,

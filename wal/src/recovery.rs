@@ -430,8 +430,20 @@ async fn accept_losses<F: Fs>(
     if read_only {
         return m;
     }
-    if let Err(MetaWriteError::NotWritten(e) | MetaWriteError::Unknown(e)) = write_meta(fs, dir, &m).await {
-        warn!(error = %e, "could not record the accepted loss in the meta file");
+    match write_meta(fs, dir, &m).await {
+        Ok(()) => {}
+        Err(MetaWriteError::NotWritten(e)) => warn!(error = %e, "could not record the accepted loss in the meta file"),
+        Err(MetaWriteError::Unknown(e)) => {
+            // The rename may have taken effect without the directory fsync
+            // that makes it durable: a power loss would bring the old mark
+            // back (soak seed 91075929). Whichever file stands, make it
+            // the durable one (best effort as well; memory keeps `m`, which
+            // the next meta write records).
+            warn!(error = %e, "could not record the accepted loss in the meta file");
+            if let Err(e) = fs.sync_dir(dir).await {
+                warn!(error = %e, "could not make the meta file's directory durable");
+            }
+        }
     }
     m
 }
@@ -726,6 +738,10 @@ fn reconcile(
 /// a leftover (`reconcile`): its header, and for a compaction output every
 /// frame of its range. Damage is `Corruption` naming it; nothing removed.
 async fn verify_justifiers<F: Fs>(fs: &F, dir: &Path, headers: &Headers, justified: &[Justified]) -> Result<()> {
+    #[cfg(feature = "planted-bugs")]
+    if crate::testing::planted(crate::testing::Planted::NamesTrusted) {
+        return Ok(());
+    }
     let mut read_through: Vec<&str> = Vec::new();
     for j in justified {
         evidence::justify(dir, headers, j)?;

@@ -53,6 +53,10 @@ pub enum Planted {
     /// that tears the rewrite can take durable records and their only
     /// other copy.
     RecoveryJournalNotSynced,
+    /// Recovery trusts names (the behaviour issue 12 removed): a header that
+    /// disagrees with its name is accepted, and the file that makes another
+    /// a leftover is not verified before the removal.
+    NamesTrusted,
 }
 
 #[cfg(feature = "planted-bugs")]

@@ -207,3 +207,41 @@ fn recovery_makes_a_compaction_output_durable_before_removing_its_inputs() {
         assert!(lost_renames > 0, "no power loss lost a directory operation");
     });
 }
+
+/// Soak seed 91075929: a `PointInTime` open that accepted lost records
+/// (the first segment gone) records the acceptance in the meta file; its
+/// rename reported EIO after taking effect, so the directory was never
+/// fsynced and a power loss brought the old low-water mark back: the next
+/// strict open reported the accepted records missing again. The open now
+/// makes the directory durable whichever meta file stands.
+#[test]
+fn an_accepted_loss_survives_a_meta_rename_that_failed_after_taking_effect() {
+    block_on(async {
+        let fs = SimFs::new(9);
+        let opts = Options {
+            segment_max_records: 10,
+            ..Options::default()
+        };
+        let wal = open(&fs, opts.clone()).await.unwrap();
+        for i in 0..35u64 {
+            wal.append(payload(i, 40)).await.unwrap();
+        }
+        let first = wal.segment_files()[0].0.clone();
+        wal.close().await.unwrap();
+        fs.remove_file(&dir().join(&first)).await.unwrap();
+        fs.sync_dir(dir()).await.unwrap();
+        let pit = Options {
+            recovery_mode: wal::RecoveryMode::PointInTime,
+            ..opts.clone()
+        };
+        fs.set_faults(rename_after_effect());
+        let wal = open(&fs, pit).await.unwrap();
+        fs.set_faults(FaultConfig::none());
+        assert_eq!(fs.counters().get(FaultKind::EioRenameAfterEffect), 1);
+        assert_eq!((wal.first_index(), wal.recovery_report().lost.len()), (10, 1));
+        drop(wal);
+        fs.crash(CrashKind::PowerLoss);
+        let wal = open(&fs, opts).await.unwrap();
+        assert_eq!((wal.first_index(), wal.next_index()), (10, 35));
+    });
+}
