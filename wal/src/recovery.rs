@@ -1023,7 +1023,9 @@ async fn scan_active<F: Fs>(
     if let Some((bad_offset, reason)) = damage {
         zero_tail = scan.batch_next == next && is_zero(&*file, path, bad_offset, len).await?;
         if !zero_tail {
-            decide_cut(&*file, path, seed, mode, bad_offset, &reason, next, len).await?;
+            if let Some(lost) = decide_cut(&*file, path, seed, mode, bad_offset, &reason, next, len).await? {
+                evidence::settle_losses(mode, bad_offset, vec![lost], &mut report.lost)?;
+            }
             report.stop_reason = Some(format!("{reason} at offset {bad_offset}, index {next}"));
         }
     }
@@ -1266,7 +1268,12 @@ async fn rewrite_tail<Fl: File>(file: &Arc<Fl>, path: &Path, from: u64, end: u64
     Ok(end - from)
 }
 
-/// Damage was found at `bad_offset`; decides per mode whether it is an error.
+/// What the damage at `bad_offset` means in each mode. A valid frame after
+/// it written once index `next` was durable proves that the cut would take
+/// acknowledged records: `Corruption` in `TolerateTornTail`; in
+/// `PointInTime` the cut goes ahead and the records it drops that were
+/// durable or whole on disk (`next..`[`proven_durable_next`]) are
+/// returned, for `RecoveryReport::lost`. `AbsoluteConsistency` tolerates no damage.
 #[allow(clippy::too_many_arguments)]
 async fn decide_cut<Fl: File>(
     file: &Fl,
@@ -1277,27 +1284,72 @@ async fn decide_cut<Fl: File>(
     reason: &str,
     next: u64,
     len: u64,
-) -> Result<()> {
-    match mode {
-        RecoveryMode::PointInTime => Ok(()),
-        RecoveryMode::AbsoluteConsistency => Err(Error::corruption(
+) -> Result<Option<LostRecords>> {
+    if mode == RecoveryMode::AbsoluteConsistency {
+        return Err(Error::corruption(
             path,
             bad_offset,
             format!("{reason} (absolute consistency: no torn tail tolerated)"),
-        )),
-        RecoveryMode::TolerateTornTail => {
-            match find_valid_frame(file, path, seed, bad_offset, len, Some(next)).await? {
-                Some(proof) => Err(Error::corruption(
-                    path,
-                    bad_offset,
-                    format!(
-                        "{reason} at index {next}, followed by a valid frame at offset {proof} written after index {next} was durable"
-                    ),
-                )),
-                None => Ok(()),
-            }
-        }
+        ));
     }
+    let Some(proof) = find_valid_frame(file, path, seed, bad_offset, len, Some(next)).await? else {
+        return Ok(None);
+    };
+    if mode == RecoveryMode::TolerateTornTail {
+        return Err(Error::corruption(
+            path,
+            bad_offset,
+            format!("{reason} at index {next}, followed by a valid frame at offset {proof} written after index {next} was durable"),
+        ));
+    }
+    let durable_next = proven_durable_next(file, path, seed, proof, len).await?;
+    debug_assert!(
+        durable_next > next,
+        "find_valid_frame returns only a frame proving index {next}"
+    );
+    Ok(Some(LostRecords {
+        first: next,
+        end: durable_next,
+        path: path.to_path_buf(),
+        evidence: format!(
+            "{reason} at offset {bad_offset}, followed from offset {proof} by valid frames that prove records below {durable_next} durable or whole"
+        ),
+    }))
+}
+
+/// How far the cut's loss is proven: over the valid frames that follow one
+/// another from `from` (a frame `find_valid_frame` found), up to the first
+/// that does not decode, the highest `durable_next` and the index after
+/// the highest committed record.
+async fn proven_durable_next<Fl: File>(file: &Fl, path: &Path, seed: FrameSeed, from: u64, len: u64) -> Result<u64> {
+    let mut at = from;
+    let mut proven = 0;
+    let mut frame = Vec::new();
+    while at + FRAME_HEADER_BYTES as u64 <= len {
+        let mut head = [0u8; FRAME_HEADER_BYTES];
+        file.read_exact_at(&mut head, at)
+            .await
+            .map_err(|e| Error::io("read", path, at, e))?;
+        let Ok(h) = decode_frame_header(&head, seed) else { break };
+        let total = h.frame_len();
+        if at + total as u64 > len {
+            break;
+        }
+        frame.resize(total, 0);
+        file.read_exact_at(&mut frame, at)
+            .await
+            .map_err(|e| Error::io("read", path, at, e))?;
+        if decode_frame(&frame, seed).is_err() {
+            break;
+        }
+        proven = proven.max(h.durable_next);
+        if h.kind.commits() {
+            // A whole committed record the cut drops: it was in the log.
+            proven = proven.max(h.index.saturating_add(1));
+        }
+        at += total as u64;
+    }
+    Ok(proven)
 }
 
 /// Whether every byte in `[from, len)` is zero (unwritten space).

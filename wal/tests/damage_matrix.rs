@@ -81,13 +81,6 @@ const KNOWN_GAPS: &[(Option<Fixture>, &str, Option<RecoveryMode>, &str)] = &[
     ),
     (
         Some(Fixture::Crashed),
-        "active: byte flipped (middle)",
-        Some(RecoveryMode::PointInTime),
-        "PointInTime cuts the damaged record and the valid ones after it (their durable_next proves \
-         them acknowledged) and reports only torn_bytes_cut and stop_reason, not RecoveryReport::lost",
-    ),
-    (
-        Some(Fixture::Crashed),
         "deleted: active segment",
         None,
         "after an unclean shutdown nothing durable promises the active segment's records (no clean \
