@@ -577,12 +577,8 @@ fn ranges(v: &[u64]) -> String {
     out
 }
 
-struct Cell {
-    outcome: String,
-    failures: Vec<String>,
-}
-
-fn run_cell(fx: &Fixtures, fixture: Fixture, damage: DamageFn, mode: RecoveryMode) -> Cell {
+/// A fresh copy of `fixture` in a temporary directory (dropped with it).
+fn fixture_dir(fx: &Fixtures, fixture: Fixture) -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("log");
     restore(
@@ -592,14 +588,24 @@ fn run_cell(fx: &Fixtures, fixture: Fixture, damage: DamageFn, mode: RecoveryMod
         },
         &dir,
     );
-    let ctx = Ctx {
+    (tmp, dir)
+}
+
+struct Cell {
+    outcome: String,
+    failures: Vec<String>,
+}
+
+fn run_cell(fx: &Fixtures, fixture: Fixture, damage: DamageFn, mode: RecoveryMode) -> Cell {
+    let (_tmp, dir) = fixture_dir(fx, fixture);
+    let layout = Layout::of(&dir);
+    let active_name = layout.active.name.clone();
+    let effect = damage(&Ctx {
         dir: &dir,
         fixture,
-        layout: Layout::of(&dir),
+        layout,
         foreign: &fx.foreign,
-    };
-    let active_name = ctx.layout.active.name.clone();
-    let effect = damage(&ctx);
+    });
     let before = snapshot(&dir);
     let mut failures = Vec::new();
     let read_only = read_only_open(&dir, mode, &before, &mut failures);
@@ -982,22 +988,13 @@ const VERIFY_BLIND: &[(Fixture, &str)] = &[(Fixture::Crashed, "deleted: active s
 /// range meets a reported range (a torn-like one may be a torn-tail
 /// notice instead).
 fn verify_cell(fx: &Fixtures, fixture: Fixture, name: &str, damage: DamageFn) -> (String, Vec<String>) {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("log");
-    restore(
-        match fixture {
-            Fixture::Clean => &fx.clean,
-            Fixture::Crashed => &fx.crashed,
-        },
-        &dir,
-    );
-    let ctx = Ctx {
+    let (_tmp, dir) = fixture_dir(fx, fixture);
+    let effect = damage(&Ctx {
         dir: &dir,
         fixture,
         layout: Layout::of(&dir),
         foreign: &fx.foreign,
-    };
-    let effect = damage(&ctx);
+    });
     let before = snapshot(&dir);
     let disk = ReadOnlyDisk::new(OsFs::new());
     let result = block_on(wal::verify_dir(&disk, &dir));
