@@ -335,12 +335,17 @@ impl Layout {
             }
             match h.kind {
                 FrameKind::Padding => {}
-                FrameKind::BatchMember => batch.push((h.index, start, h.durable_next)),
-                FrameKind::Record | FrameKind::BatchEnd if last.is_some_and(|l| h.index > l) => {
+                // Past a sealed segment's name: not part of the log, and
+                // neither are records damage cut off past it (seed 91039519:
+                // batch members past a truncation by name, their commit
+                // frame lost, kept locating indices that the next segment
+                // reused).
+                _ if last.is_some_and(|l| h.index > l) => {
                     cut.retain(|c| last.is_some_and(|l| c.0 <= l));
                     resolve(&mut self.by_index, ino, &mut cut, start, &mut found);
                     return found;
                 }
+                FrameKind::BatchMember => batch.push((h.index, start, h.durable_next)),
                 FrameKind::Record | FrameKind::BatchEnd => {
                     resolve(&mut self.by_index, ino, &mut cut, end, &mut found);
                     batch.push((h.index, start, h.durable_next));
@@ -352,6 +357,7 @@ impl Layout {
             }
             off += h.frame_len();
         }
+        cut.retain(|c| last.is_none_or(|l| c.0 <= l));
         resolve(&mut self.by_index, ino, &mut cut, bytes.len() as u64, &mut found);
         found
     }
@@ -576,6 +582,59 @@ mod tests {
         assert_eq!(found.iter().filter(|(i, _)| [5, 6].contains(i)).count(), 2, "{found:?}");
         assert!(
             found.iter().all(|(i, l)| *i == 4 || l.commit_end == cut as u64),
+            "{found:?}"
+        );
+    }
+
+    /// Seed 91039519's shape: a sealed segment truncated by name to end at
+    /// 5, still holding the frames of batch 6..=8 whose commit frame a lost
+    /// sync destroyed. Those members are past the name's last index, so
+    /// they locate nothing: indices 6.. keep the place the next segment gave
+    /// them (they used to move back here, and the loss of the next segment's
+    /// records was looked up in this file).
+    #[test]
+    fn frames_past_a_sealed_name_locate_nothing_even_when_damage_cut_them_off() {
+        let header = SegmentHeader {
+            segment_id: 1,
+            first_index: 4,
+            salt: 9,
+            log_id: 3,
+        };
+        let seed = header.frame_seed();
+        let mut img = header.encode().to_vec();
+        let mut starts = Vec::new();
+        for (kind, index) in [
+            (FrameKind::Record, 4),
+            (FrameKind::Record, 5),
+            (FrameKind::BatchMember, 6),
+            (FrameKind::BatchMember, 7),
+            (FrameKind::BatchEnd, 8),
+        ] {
+            starts.push(img.len() as u64);
+            codec::encode_frame(&mut img, seed, kind, index, 4, &[index as u8; 40]);
+        }
+        img[starts[4] as usize + 40] ^= 1;
+        let next = RecordLoc {
+            ino: 8,
+            start: 4096,
+            commit_end: 4200,
+            durable_next: 6,
+        };
+        let mut layout = Layout::default();
+        for i in 6..=8 {
+            layout.by_index.insert(i, next);
+        }
+        let found = layout.parse(7, &img, Some(5));
+        assert_eq!(found.iter().map(|f| f.0).collect::<Vec<_>>(), vec![4, 5], "{found:?}");
+        for i in 6..=8 {
+            assert_eq!(layout.locate(i), Some(next), "index {i}");
+        }
+        // Without the name's limit (an active segment) the cut-off members
+        // are located here.
+        let found = Layout::default().parse(7, &img, None);
+        assert_eq!(
+            found.iter().map(|f| f.0).collect::<Vec<_>>(),
+            vec![4, 5, 6, 7],
             "{found:?}"
         );
     }
