@@ -142,11 +142,14 @@ pub enum Error {
     #[error("the WAL is closed")]
     Closed,
     /// The future of an operation that changes files was dropped half-way,
-    /// so memory and disk may disagree: the WAL stopped (reopen recovers).
-    #[error("{operation} was interrupted (its future was dropped) mid-way; reopen to recover")]
+    /// and rebuilding memory from the files afterwards (an in-process
+    /// recovery) failed with `cause`: the WAL stopped (reopen recovers).
+    #[error("{operation} was interrupted (its future was dropped) and resuming from the files failed: {cause}")]
     Interrupted {
         /// The operation, e.g. `"group commit"`, `"truncate"`.
         operation: &'static str,
+        /// Why resuming failed.
+        cause: Box<Error>,
     },
     /// A read-only open ([`crate::Options::read_only`]) was asked to change
     /// the log (an append, sync, prune, truncation, compaction, rotation),

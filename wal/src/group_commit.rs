@@ -108,6 +108,11 @@ pub(crate) struct Writer<F: Fs> {
     /// One past the last pending record (meaningful while `pending` is not
     /// empty).
     pending_next: u64,
+    /// While a group's frames (in `buf`) are being written to the active
+    /// segment: the offset they go to. A group commit dropped mid-write
+    /// leaves it set, and `Writer::resume` writes the same bytes there again
+    /// before it reads the files, so recovery never sees that write torn.
+    inflight_write: Option<u64>,
 }
 
 impl<F: Fs> Writer<F> {
@@ -133,7 +138,36 @@ impl<F: Fs> Writer<F> {
             pending: Vec::new(),
             pending_sparse: Vec::new(),
             pending_next: 0,
+            inflight_write: None,
         }
+    }
+
+    /// Forgets everything about the files and takes recovery's view of them
+    /// (`Writer::resume`), keeping the buffers' capacity. Nothing may be
+    /// buffered: resume writes the buffer first.
+    pub(crate) fn reset_from(&mut self, rec: &Recovered<F>) {
+        debug_assert!(self.pending.is_empty(), "resume writes the buffer first");
+        let buf = std::mem::take(&mut self.buf);
+        let zeros = std::mem::take(&mut self.zeros);
+        *self = Writer::new(rec, &rec.segments);
+        self.buf = buf;
+        self.zeros = zeros;
+    }
+
+    /// Writes what memory holds and the files may not after an interrupted
+    /// operation: the write buffer, and the frames of a group whose write was
+    /// dropped mid-way (the same bytes at the same offset: idempotent).
+    pub(crate) async fn finish_interrupted_writes(&mut self, inner: &Inner<F>) -> Result<()> {
+        self.flush(inner).await?;
+        if let (Some(offset), Some(active)) = (self.inflight_write, self.active.as_ref()) {
+            active
+                .file
+                .write_all_at(&self.buf, offset)
+                .await
+                .map_err(|e| Error::io("write the interrupted group again", active.seg.path(), offset, e))?;
+        }
+        self.inflight_write = None;
+        Ok(())
     }
 
     /// Where the next frame goes: the end of the written frames plus the
@@ -240,7 +274,7 @@ impl<F: Fs> Writer<F> {
         if let Err(e) = st.check_usable() {
             return Some(Err(e));
         }
-        if !st.queue.is_empty() || st.admission_paused || st.reseatable {
+        if !st.queue.is_empty() || st.admission_paused || st.reseatable || st.interrupted.is_some() {
             return None;
         }
         let first = st.admit_next;
@@ -294,6 +328,11 @@ impl<F: Fs> Writer<F> {
         }
         let (group, durable_next) = {
             let mut st = inner.state();
+            if st.interrupted.is_some() {
+                // Nothing is written until `resume` rebuilt memory from the
+                // files (the caller resumes: it needs the lifecycle mutex).
+                return;
+            }
             if st.check_usable().is_err() {
                 drop(st);
                 if let Some(cause) = inner.stopped_cause() {
@@ -318,11 +357,15 @@ impl<F: Fs> Writer<F> {
         let Some(first) = group.first().map(|r| r.first_index) else {
             return;
         };
-        // Dropping this future mid-write stops the WAL (see `Critical`); the
-        // group's appenders then get `Stopped`.
+        // Dropped mid-write, this future leaves the group's requests at the
+        // front of the queue (`Requeue`) and the WAL interrupted
+        // (`Critical`): whoever resumes finds them written or writes them,
+        // and answers their appenders.
+        let mut held = Requeue { inner, group };
         let critical = Critical::enter(inner, "group commit");
-        let outcome = self.write_group(inner, &group, durable_next).await;
+        let outcome = self.write_group(inner, &held.group, durable_next).await;
         critical.finish();
+        let group = std::mem::take(&mut held.group);
         match outcome {
             Ok(()) => complete(group, |r| Ok(r.first_index)),
             // An abort whose cleanup stopped the WAL is a stop.
@@ -463,7 +506,10 @@ impl<F: Fs> Writer<F> {
             }
         }
         let path = active.seg.path();
-        if let Err(e) = active.file.write_all_at(buf, offset).await {
+        self.inflight_write = (!buffered).then_some(offset);
+        let wrote = active.file.write_all_at(buf, offset).await;
+        self.inflight_write = None;
+        if let Err(e) = wrote {
             let cause = Error::io("write", &path, offset, e);
             // Cut the partial write back durably, so its frames can never
             // reappear after the indices are reused.
@@ -906,7 +952,29 @@ enum CreateError {
     Sync(Error),
 }
 
-fn complete(requests: Vec<Request>, result: impl Fn(&Request) -> Result<u64>) {
+/// A group being committed. If the leader's future is dropped before the
+/// group is taken back, its requests return to the front of the queue, in
+/// order, still admitted at their indices: the engine, not the leader, owns
+/// them (see `Writer::resume`).
+struct Requeue<'a, F: Fs> {
+    inner: &'a Inner<F>,
+    group: Vec<Request>,
+}
+
+impl<F: Fs> Drop for Requeue<'_, F> {
+    fn drop(&mut self) {
+        if self.group.is_empty() {
+            return;
+        }
+        let mut st = self.inner.state();
+        for r in self.group.drain(..).rev() {
+            st.queued_bytes += r.bytes;
+            st.queue.push_front(r);
+        }
+    }
+}
+
+pub(crate) fn complete(requests: Vec<Request>, result: impl Fn(&Request) -> Result<u64>) {
     for r in requests {
         let res = result(&r);
         // The appender may have gone away (its future dropped): fine.

@@ -32,6 +32,10 @@ pub struct WalIter<F: Fs> {
     reader: Option<SegmentReader<F>>,
     /// The segment's rewrite count when the reader was made.
     reader_rewrites: u64,
+    /// `Stats::resumes` when the reader was made: a resume replaces every
+    /// segment object (`Writer::resume`), so a reader of an older one is
+    /// dropped.
+    reader_resumes: u64,
     /// This iterator's lease: prune keeps what it still needs.
     lease: u64,
     /// The lease's position, advanced here without the leases lock.
@@ -74,6 +78,7 @@ impl<F: Fs> WalIter<F> {
             next,
             reader: None,
             reader_rewrites: 0,
+            reader_resumes: 0,
             lease,
             lease_position,
             checked: None,
@@ -134,12 +139,18 @@ impl<F: Fs> WalIter<F> {
             return Ok(Some(rec));
         }
         self.checked = None;
+        // After a cancelled operation, memory is rebuilt from the files first.
+        self.inner.resume_interrupted().await?;
         // Read the epoch before the state: a change after this read makes
         // the cached check stale, never the other way round.
         let epoch = self.inner.reader_epoch();
         let (readable_next, written_next) = {
             let st = self.inner.state();
             st.check_usable()?;
+            if st.stats.resumes != self.reader_resumes {
+                self.reader = None;
+                self.reader_resumes = st.stats.resumes;
+            }
             if self.inner.leases().revoked(self.lease) {
                 return Err(Error::IteratorExpired { position: self.next });
             }

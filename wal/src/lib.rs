@@ -37,6 +37,7 @@ mod lifecycle;
 mod meta;
 mod options;
 mod recovery;
+mod resume;
 mod segment;
 mod sync;
 #[cfg(any(feature = "shuttle", feature = "planted-bugs"))]

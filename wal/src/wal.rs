@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use futures::channel::oneshot;
 use futures::future::{select, Either};
 use simfs::Fs;
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
 use crate::error::{Error, Result};
 use crate::group_commit::{Request, Writer};
@@ -14,7 +14,7 @@ use crate::iter::WalIter;
 use crate::lifecycle::{CompactionOptions, CompactionPlan, Leases, SegmentInfo};
 use crate::meta::Meta;
 use crate::options::{Options, SyncPolicy};
-use crate::recovery::{recover, RecoveryReport};
+use crate::recovery::{recover, Recovered, RecoveryReport};
 use crate::segment::Segment;
 use crate::sync::{Arc, AtomicBool, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering};
 
@@ -69,6 +69,10 @@ pub struct Stats {
     /// # Ok::<_, wal::Error>(()) }).unwrap();
     /// ```
     pub buffer_flushes: u64,
+    /// Times the WAL rebuilt its memory from the files after an operation
+    /// that changes them was cancelled mid-way (its future dropped): see
+    /// the cancellation notes on [`Wal`].
+    pub resumes: u64,
 }
 
 impl Stats {
@@ -115,6 +119,11 @@ pub(crate) struct State<F: Fs> {
     /// A full prune is resetting the indices: admission waits (appenders
     /// queue behind the writer mutex the prune holds).
     pub admission_paused: bool,
+    /// An operation that changes files was dropped mid-way (its future was
+    /// cancelled): memory may not match the files until
+    /// `Writer::resume` rebuilds it from them. Admission waits meanwhile;
+    /// the first caller that needs the writer resumes (see `Critical`).
+    pub interrupted: Option<&'static str>,
     pub stats: Stats,
 }
 
@@ -209,6 +218,46 @@ impl<F: Fs> Inner<F> {
         self.reader_epoch.fetch_add(1, Ordering::AcqRel);
     }
 
+    /// Marks the WAL interrupted by a dropped `Critical` section (see
+    /// there): nothing may be admitted or written until `Writer::resume`
+    /// has rebuilt memory from the files. A stopped WAL stays stopped.
+    pub(crate) fn interrupt(&self, operation: &'static str) {
+        let mut st = self.state();
+        if st.stopped.is_none() && st.interrupted.is_none() {
+            warn!(dir = %self.dir.display(), operation, "interrupted (its future was dropped): the next call resumes");
+            st.interrupted = Some(operation);
+        }
+        drop(st);
+        self.invalidate_readers();
+    }
+
+    /// Whether an interrupted operation waits for `Writer::resume`.
+    pub(crate) fn is_interrupted(&self) -> bool {
+        self.state().interrupted.is_some()
+    }
+
+    /// Resumes after an interrupted operation (`Writer::resume`), taking the
+    /// lifecycle mutex, then the writer mutex (the engine's lock order).
+    /// A no-op when nothing was interrupted. Cancel-safe: dropped mid-way,
+    /// the WAL stays interrupted and the next call resumes from the start.
+    pub(crate) async fn resume_interrupted(&self) -> Result<()> {
+        if !self.is_interrupted() {
+            return Ok(());
+        }
+        let lifecycle = self.lifecycle.lock().await;
+        let mut w = self.writer.lock().await;
+        w.resume(self, &lifecycle).await
+    }
+
+    /// [`Inner::resume_interrupted`] for a caller that holds the lifecycle
+    /// mutex already.
+    pub(crate) async fn resume_under(&self, lifecycle: &futures::lock::MutexGuard<'_, ()>) -> Result<()> {
+        if !self.is_interrupted() {
+            return Ok(());
+        }
+        self.writer.lock().await.resume(self, lifecycle).await
+    }
+
     /// Stops the WAL (fail-stop): every queued and later call fails with `cause`.
     pub(crate) fn stop(&self, cause: Error) -> Error {
         let mut st = self.state();
@@ -228,8 +277,26 @@ impl<F: Fs> Inner<F> {
     }
 }
 
-/// Marks a section that changes files: if its future is dropped before
-/// `finish`, memory and disk may disagree, so the WAL stops at once.
+/// The meta file's content as recovery found it (or would write it for a
+/// new log). A format-1 meta file gets the log id at its next write.
+pub(crate) fn meta_of<F: Fs>(rec: &Recovered<F>) -> Meta {
+    Meta {
+        log_id: rec.log_id,
+        ..rec.meta.unwrap_or(Meta {
+            low_water: rec.first_index,
+            next_segment_id: rec.next_segment_id,
+            clean: None,
+            log_id: rec.log_id,
+        })
+    }
+}
+
+/// Marks a section that changes files. If its future is dropped before
+/// `finish`, memory and disk may disagree: the drop marks the WAL
+/// interrupted (`State::interrupted`), and the next caller that needs the
+/// writer rebuilds memory from the files before anything else happens
+/// (`Writer::resume`). The WAL does not stop: cancelling a call (a timeout,
+/// a lost `select!`) costs one in-process recovery, not an outage.
 pub(crate) struct Critical<'a, F: Fs> {
     inner: &'a Inner<F>,
     operation: &'static str,
@@ -253,9 +320,7 @@ impl<'a, F: Fs> Critical<'a, F> {
 impl<F: Fs> Drop for Critical<'_, F> {
     fn drop(&mut self) {
         if self.armed {
-            self.inner.stop(Error::Interrupted {
-                operation: self.operation,
-            });
+            self.inner.interrupt(self.operation);
         }
     }
 }
@@ -316,6 +381,29 @@ impl<F: Fs> Drop for PauseAdmission<'_, F> {
 /// All methods take `&self`: share a `Wal` between tasks with an `Arc`.
 /// Concurrent appends are group-committed: they share one write and one
 /// fsync, and their order on disk is the order in which they were admitted.
+///
+/// # Cancellation
+///
+/// Every async method may be cancelled (its future dropped at any await,
+/// e.g. by a timeout or a `select!` that loses) without stopping the WAL or
+/// losing, reordering or duplicating an acknowledged record. If the dropped
+/// future was changing files, the WAL is marked interrupted and the next
+/// call first rebuilds its memory from the files (an in-process recovery,
+/// counted in [`Stats::resumes`]). What a dropped call leaves:
+///
+/// - `append`, `append_at`, `append_batch`, `append_batch_at`: an append
+///   admitted before the drop is written by the engine at its index (a
+///   batch entirely or not at all), or, if the files end before it after an
+///   interrupted truncation, not at all; appends after it keep their order.
+///   Dropped before admission: nothing.
+/// - `sync`: nothing lost; the records it would have synced are synced by
+///   the next `sync` (or group under `Always`).
+/// - `rotate`, `compact`: either done or not; the log's records unchanged.
+/// - `prune_through`: a prefix of what it would remove may be gone; the
+///   first index never moves back.
+/// - `truncate_from` / `truncate_after`: of the records it would remove, a
+///   prefix may stay (newest segments go first); call it again to finish.
+/// - `read`, `stats`, `segments`, iterators: nothing.
 ///
 /// ```
 /// use std::path::Path;
@@ -404,6 +492,7 @@ impl<F: Fs> Wal<F> {
         )
         .await?;
         let writer = Writer::new(&rec, &rec.segments);
+        let meta = meta_of(&rec);
         let stats = Stats {
             segments: rec.segments.len() as u64,
             ..Stats::default()
@@ -421,6 +510,7 @@ impl<F: Fs> Wal<F> {
             first_index: rec.first_index,
             reseatable: false,
             admission_paused: false,
+            interrupted: None,
             segments: rec.segments,
             stats,
         };
@@ -434,16 +524,7 @@ impl<F: Fs> Wal<F> {
                 writer: futures::lock::Mutex::new(writer),
                 report: rec.report,
                 lifecycle: futures::lock::Mutex::new(()),
-                // A format-1 meta file gets the log id at its next write.
-                meta: futures::lock::Mutex::new(Meta {
-                    log_id: rec.log_id,
-                    ..rec.meta.unwrap_or(Meta {
-                        low_water: rec.first_index,
-                        next_segment_id: rec.next_segment_id,
-                        clean: None,
-                        log_id: rec.log_id,
-                    })
-                }),
+                meta: futures::lock::Mutex::new(meta),
                 log_id: rec.log_id,
                 next_segment_id: AtomicU64::new(rec.next_segment_id),
                 marker_present: AtomicBool::new(rec.meta.is_some_and(|m| m.clean.is_some())),
@@ -531,6 +612,10 @@ impl<F: Fs> Wal<F> {
                 Ok(rx) => break rx,
                 Err(back) => {
                     records = back;
+                    if inner.is_interrupted() {
+                        inner.resume_interrupted().await?;
+                        continue;
+                    }
                     if inner.state().admission_paused {
                         // A prune or truncation is resetting indices: sleep
                         // until it opens the gate, then try again.
@@ -559,6 +644,14 @@ impl<F: Fs> Wal<F> {
                 }
                 Either::Right((mut w, rx)) => {
                     done = rx;
+                    if inner.is_interrupted() {
+                        // Our request may be in the group whose leader was
+                        // dropped: resuming answers it (or stops the WAL,
+                        // which answers it too).
+                        drop(w);
+                        let _ = inner.resume_interrupted().await;
+                        continue;
+                    }
                     w.run_group(inner).await;
                 }
             }
@@ -574,15 +667,29 @@ impl<F: Fs> Wal<F> {
     /// record is durable, so this only waits for the group in progress.
     pub async fn sync(&self) -> Result<()> {
         self.inner.check_writable("sync")?;
-        let mut w = WantWriter::lock(&self.inner).await;
+        let mut w = self.writer_resumed().await?;
         w.sync(&self.inner).await
+    }
+
+    /// The writer mutex, after resuming an interrupted operation if there
+    /// is one (resuming needs the lifecycle mutex first, so the writer is
+    /// released for it and taken again).
+    async fn writer_resumed(&self) -> Result<futures::lock::MutexGuard<'_, Writer<F>>> {
+        loop {
+            let w = WantWriter::lock(&self.inner).await;
+            if !self.inner.is_interrupted() {
+                return Ok(w);
+            }
+            drop(w);
+            self.inner.resume_interrupted().await?;
+        }
     }
 
     /// Seals the active segment now (if it holds records); the next append
     /// starts a new segment.
     pub async fn rotate(&self) -> Result<()> {
         self.inner.check_writable("rotate")?;
-        let mut w = WantWriter::lock(&self.inner).await;
+        let mut w = self.writer_resumed().await?;
         self.inner.state().check_usable()?;
         w.run_group(&self.inner).await;
         let critical = Critical::enter(&self.inner, "rotation");
@@ -594,6 +701,8 @@ impl<F: Fs> Wal<F> {
     /// Reads the record at `index`. Only acknowledged records are readable
     /// (a record still in the write buffer is written out first).
     pub async fn read(&self, index: u64) -> Result<Vec<u8>> {
+        // After a cancelled operation the segment list may be stale.
+        self.inner.resume_interrupted().await?;
         let seg = self.inner.segment_for(index)?;
         // Never look in the file for a record that is only in the buffer.
         self.inner.ensure_written(index).await?;
@@ -713,10 +822,13 @@ impl<F: Fs> Wal<F> {
             return Ok(());
         }
         let mut w = inner.writer.lock().await;
-        while !inner.state().queue.is_empty() {
-            w.run_group(inner).await;
+        let mut result = w.resume(inner, &_lifecycle).await;
+        if result.is_ok() {
+            while !inner.state().queue.is_empty() {
+                w.run_group(inner).await;
+            }
+            result = w.sync(inner).await;
         }
-        let mut result = w.sync(inner).await;
         if result.is_ok() {
             result = w
                 .trim_tail(inner.opts.durable_alignment_bytes)
@@ -751,7 +863,8 @@ impl<F: Fs> Wal<F> {
     pub async fn prune_through(&self, k: u64) -> Result<u64> {
         let inner = &self.inner;
         inner.check_writable("prune")?;
-        let _lifecycle = inner.lifecycle.lock().await;
+        let lifecycle = inner.lifecycle.lock().await;
+        inner.resume_under(&lifecycle).await?;
         let (first, readable) = {
             let st = inner.state();
             st.check_usable()?;
@@ -808,6 +921,8 @@ impl<F: Fs> Wal<F> {
                 let _paused = PauseAdmission::new(inner).await;
                 let mut w = inner.writer.lock().await;
                 async {
+                    // A group commit may have been dropped since the resume.
+                    w.resume(inner, &lifecycle).await?;
                     while !inner.state().queue.is_empty() {
                         w.run_group(inner).await;
                     }
@@ -870,12 +985,13 @@ impl<F: Fs> Wal<F> {
     pub async fn truncate_from(&self, from: u64) -> Result<()> {
         let inner = &self.inner;
         inner.check_writable("truncate")?;
-        let _lifecycle = inner.lifecycle.lock().await;
+        let lifecycle = inner.lifecycle.lock().await;
         // No index may be handed out while the truncation resets them;
         // pausing before taking the writer mutex also keeps appenders from
         // starving the truncation.
         let _paused = PauseAdmission::new(inner).await;
         let mut w = inner.writer.lock().await;
+        w.resume(inner, &lifecycle).await?;
         while !inner.state().queue.is_empty() {
             w.run_group(inner).await;
         }
@@ -932,7 +1048,8 @@ impl<F: Fs> Wal<F> {
         opts.validate()?;
         let inner = &self.inner;
         inner.check_writable("compact")?;
-        let _lifecycle = inner.lifecycle.lock().await;
+        let lifecycle = inner.lifecycle.lock().await;
+        inner.resume_under(&lifecycle).await?;
         inner.state().check_usable()?;
         // Compaction reads sealed segments only, which never hold buffered
         // records; still, lifecycle operations start with nothing buffered,
@@ -1059,6 +1176,11 @@ impl<F: Fs> Inner<F> {
     ) -> Result<std::result::Result<oneshot::Receiver<Result<u64>>, Vec<Vec<u8>>>> {
         let mut st = self.state();
         st.check_usable()?;
+        if st.interrupted.is_some() {
+            // The indices may move when memory is rebuilt from the files:
+            // admit (and check `at`) only after the resume.
+            return Ok(Err(records));
+        }
         let empty = st.reseatable && st.segments.is_empty() && st.queue.is_empty() && st.admit_next == st.first_index;
         if let Some(index) = at {
             if empty && index > st.admit_next {

@@ -1,0 +1,357 @@
+//! Cancel safety: dropping a future the WAL returned, at any of its await
+//! points, neither stops the WAL nor loses, reorders or duplicates an
+//! acknowledged record. Each operation is polled `n` times on a filesystem
+//! whose every operation yields once (so every poll that returns `Pending`
+//! is one await point) and then dropped, for every `n` until the operation
+//! completes without being dropped; afterwards the WAL must take appends,
+//! serve every acknowledged record, and keep them across a power loss.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::future::Future;
+use std::task::{Context, Poll};
+
+use common::{collect, open, payload, yielding};
+use futures::executor::block_on;
+use simfs::{CrashKind, SimFs};
+use wal::{Options, SyncPolicy, Wal};
+
+/// The operation whose future is dropped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Op {
+    Append,
+    AppendBatch,
+    Sync,
+    Prune,
+    Truncate,
+}
+
+const OPS: [Op; 5] = [Op::Append, Op::AppendBatch, Op::Sync, Op::Prune, Op::Truncate];
+
+/// Records filled before the operation; 4 per segment, so the log is
+/// segments `0..=3`, `4..=7` (sealed) and `8..=9` (active).
+const FILLED: u64 = 10;
+/// `prune_through` and `truncate_after` targets.
+const PRUNE_K: u64 = 5;
+const TRUNCATE_K: u64 = 6;
+/// Appends after the dropped operation.
+const AFTER: u64 = 3;
+/// More polls than any operation here needs (a bound, not a guess: the
+/// loop asserts that it ended by completion).
+const MAX_POLLS: usize = 400;
+
+fn policies() -> Vec<(&'static str, Options)> {
+    let base = Options {
+        segment_max_records: 4,
+        ..Options::default()
+    };
+    vec![
+        ("always", base.clone()),
+        (
+            "manual",
+            Options {
+                sync_policy: SyncPolicy::Manual,
+                ..base.clone()
+            },
+        ),
+        (
+            "manual+buffer",
+            Options {
+                sync_policy: SyncPolicy::Manual,
+                write_buffer_bytes: 4096,
+                ..base
+            },
+        ),
+    ]
+}
+
+/// Polls `fut` up to `polls` times; drops it if it is still pending.
+fn poll_then_drop<T>(fut: impl Future<Output = T>, polls: usize) -> Option<T> {
+    let mut fut = Box::pin(fut);
+    let waker = futures::task::noop_waker();
+    let mut cx = Context::from_waker(&waker);
+    for _ in 0..polls {
+        if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+            return Some(v);
+        }
+    }
+    None
+}
+
+/// What the dropped (or finished) operation may have done to the log.
+struct Expect {
+    /// Acknowledged records, by index.
+    acked: Vec<(u64, Vec<u8>)>,
+    /// Records of a dropped append: each in the log at most once, at its
+    /// place right after the filled records, or not at all.
+    maybe: Vec<Vec<u8>>,
+    /// A dropped prune may have removed records up to here.
+    maybe_pruned_through: Option<u64>,
+    /// A dropped truncation may have removed records above this: the
+    /// newest first, so what stays above it is a prefix.
+    maybe_truncated_after: Option<u64>,
+}
+
+/// Runs `op` dropped after `polls` polls; `Some(dropped)` whether it was
+/// dropped, after checking the WAL; `None` if it completed.
+fn run(op: Op, name: &str, opts: &Options, polls: usize, seed: u64) -> (bool, u64) {
+    block_on(async {
+        let fs = SimFs::with_config(seed, yielding());
+        let wal = open(&fs, opts.clone()).await.unwrap();
+        let mut acked = Vec::new();
+        for i in 0..FILLED {
+            let p = payload(i, 20);
+            assert_eq!(wal.append(p.clone()).await.unwrap(), i);
+            acked.push((i, p));
+        }
+        let mut expect = Expect {
+            acked,
+            maybe: Vec::new(),
+            maybe_pruned_through: None,
+            maybe_truncated_after: None,
+        };
+        let dropped = apply(&wal, op, polls, &mut expect);
+        let ctx = format!("{name} {op:?} dropped after {polls} polls");
+        let mut after = Vec::new();
+        for j in 0..AFTER {
+            let p = format!("after-{j}").into_bytes();
+            let i = wal
+                .append(p.clone())
+                .await
+                .unwrap_or_else(|e| panic!("{ctx}: append: {e}"));
+            after.push((i, p));
+        }
+        for w in after.windows(2) {
+            assert_eq!(w[0].0 + 1, w[1].0, "{ctx}: appends after it not dense");
+        }
+        let log = collect(&wal).await.unwrap_or_else(|e| panic!("{ctx}: scan: {e}"));
+        check(&ctx, &log, &expect, &after);
+        for (i, p) in &after {
+            assert_eq!(&wal.read(*i).await.unwrap(), p, "{ctx}: read {i}");
+        }
+        let resumes = wal.stats().await.resumes;
+        wal.sync().await.unwrap_or_else(|e| panic!("{ctx}: sync: {e}"));
+        drop(wal);
+        fs.crash(CrashKind::PowerLoss);
+        let wal = open(&fs, opts.clone())
+            .await
+            .unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
+        let reopened = collect(&wal).await.unwrap();
+        assert_eq!(reopened, log, "{ctx}: the log changed across a power loss");
+        (dropped, resumes)
+    })
+}
+
+/// Starts `op`, drops it after `polls` polls, and notes what it may have
+/// done (or, if it completed, what it did) in `expect`. Returns whether it
+/// was dropped.
+fn apply(wal: &Wal<SimFs>, op: Op, polls: usize, expect: &mut Expect) -> bool {
+    let done = match op {
+        Op::Append => {
+            let p = b"cancelled".to_vec();
+            match poll_then_drop(wal.append(p.clone()), polls) {
+                Some(r) => {
+                    expect.acked.push((r.unwrap(), p));
+                    true
+                }
+                None => {
+                    expect.maybe.push(p);
+                    false
+                }
+            }
+        }
+        Op::AppendBatch => {
+            let batch: Vec<Vec<u8>> = (0..3).map(|k| format!("batch-{k}").into_bytes()).collect();
+            match poll_then_drop(wal.append_batch(batch.clone()), polls) {
+                Some(r) => {
+                    let first = r.unwrap();
+                    expect.acked.extend((first..).zip(batch));
+                    true
+                }
+                None => {
+                    expect.maybe.extend(batch);
+                    false
+                }
+            }
+        }
+        Op::Sync => poll_then_drop(wal.sync(), polls).map(|r| r.unwrap()).is_some(),
+        Op::Prune => match poll_then_drop(wal.prune_through(PRUNE_K), polls) {
+            Some(r) => {
+                let first = r.unwrap();
+                expect.acked.retain(|(i, _)| *i >= first);
+                true
+            }
+            None => {
+                expect.maybe_pruned_through = Some(PRUNE_K);
+                false
+            }
+        },
+        Op::Truncate => match poll_then_drop(wal.truncate_after(TRUNCATE_K), polls) {
+            Some(r) => {
+                r.unwrap();
+                expect.acked.retain(|(i, _)| *i <= TRUNCATE_K);
+                true
+            }
+            None => {
+                expect.maybe_truncated_after = Some(TRUNCATE_K);
+                false
+            }
+        },
+    };
+    !done
+}
+
+/// The log after the operation and the appends after it.
+fn check(ctx: &str, log: &[(u64, Vec<u8>)], expect: &Expect, after: &[(u64, Vec<u8>)]) {
+    for w in log.windows(2) {
+        assert_eq!(w[0].0 + 1, w[1].0, "{ctx}: the log is not dense: {log:?}");
+    }
+    let at = |i: u64| log.iter().find(|(j, _)| *j == i).map(|(_, p)| p);
+    for (i, p) in after {
+        assert_eq!(at(*i), Some(p), "{ctx}: append after it lost at {i}: {log:?}");
+    }
+    let first = log.first().map_or(0, |r| r.0);
+    for (i, p) in &expect.acked {
+        let pruned = expect.maybe_pruned_through.is_some_and(|k| *i <= k) && *i < first;
+        let truncated = expect.maybe_truncated_after.is_some_and(|k| *i > k) && at(*i) != Some(p);
+        if pruned || truncated {
+            continue;
+        }
+        assert_eq!(at(*i), Some(p), "{ctx}: acknowledged record {i} lost: {log:?}");
+    }
+    if let Some(k) = expect.maybe_truncated_after {
+        // Of the records above the cut, a prefix stays (the truncation
+        // removes the newest segments first): none kept after one gone.
+        let kept: Vec<bool> = expect
+            .acked
+            .iter()
+            .filter(|(i, _)| *i > k)
+            .map(|(i, p)| at(*i) == Some(p))
+            .collect();
+        assert!(
+            kept.windows(2).all(|w| w[0] || !w[1]),
+            "{ctx}: a truncation left a hole: {log:?}"
+        );
+    }
+    // A dropped append's records: all of them right after the filled
+    // records, or none; never twice.
+    if !expect.maybe.is_empty() {
+        let found: Vec<&Vec<u8>> = log
+            .iter()
+            .map(|(_, p)| p)
+            .filter(|p| expect.maybe.contains(p))
+            .collect();
+        assert!(
+            found.is_empty() || found.len() == expect.maybe.len(),
+            "{ctx}: a dropped append half in the log: {log:?}"
+        );
+        if !found.is_empty() {
+            let pos = log.iter().position(|(_, p)| *p == expect.maybe[0]).unwrap();
+            assert_eq!(
+                log[pos].0, FILLED,
+                "{ctx}: a dropped append at the wrong index: {log:?}"
+            );
+        }
+    }
+    assert!(log.len() <= 64, "{ctx}: records from nowhere: {log:?}");
+}
+
+/// The acceptance test: every operation, dropped at every await point, under
+/// each sync policy. Counts the drops and the resumes they caused, and
+/// asserts both happened for every operation that changes files.
+#[test]
+fn dropping_any_future_at_any_await_point_keeps_the_wal_and_every_acknowledged_record() {
+    for (name, opts) in policies() {
+        for op in OPS {
+            let (mut drops, mut resumes) = (0u64, 0u64);
+            let mut completed = false;
+            for polls in 1..MAX_POLLS {
+                let (dropped, r) = run(op, name, &opts, polls, 7 + polls as u64);
+                if !dropped {
+                    completed = true;
+                    break;
+                }
+                drops += 1;
+                resumes += r;
+            }
+            assert!(completed, "{name} {op:?}: not done within {MAX_POLLS} polls");
+            eprintln!("{name} {op:?}: dropped at {drops} await points, {resumes} resumes");
+            // Without an await point there is nothing to drop mid-way: a sync
+            // under `Always` (nothing to write), an append into the write
+            // buffer (no I/O). And a dropped sync needs no resume: an fsync
+            // or a buffer write dropped mid-way is repeated by the next one.
+            let awaits = match op {
+                Op::Sync => name != "always",
+                Op::Append | Op::AppendBatch => name != "manual+buffer",
+                Op::Prune | Op::Truncate => true,
+            };
+            if awaits {
+                assert!(drops > 0, "{name} {op:?}: never dropped mid-way");
+            }
+            if awaits && op != Op::Sync {
+                assert!(resumes > 0, "{name} {op:?}: no drop needed a resume");
+            }
+        }
+    }
+}
+
+/// The appends a dropped leader had taken into its group belong to the
+/// engine, not to the leader: the follower waiting in that group is
+/// answered and its record is in the log, at every await point of the
+/// leader's group.
+#[test]
+fn a_follower_in_a_dropped_leaders_group_is_answered() {
+    let mut dropped_in_group = 0;
+    for polls in 1..MAX_POLLS {
+        let done = block_on(async {
+            let fs = SimFs::with_config(40 + polls as u64, yielding());
+            let wal = open(&fs, Options::default()).await.unwrap();
+            let waker = futures::task::noop_waker();
+            let mut cx = Context::from_waker(&waker);
+            let mut a = Box::pin(wal.append(b"a".to_vec()));
+            let mut b = Box::pin(wal.append(b"b".to_vec()));
+            let mut c = Box::pin(wal.append(b"c".to_vec()));
+            // `a` leads a group of its own; `b` and `c` queue behind it.
+            assert!(a.as_mut().poll(&mut cx).is_pending());
+            assert!(b.as_mut().poll(&mut cx).is_pending());
+            assert!(c.as_mut().poll(&mut cx).is_pending());
+            assert_eq!(a.await.unwrap(), 0);
+            // `b` now leads the group of `b` and `c`; drop it after `polls`.
+            let mut finished = false;
+            for _ in 0..polls {
+                if let Poll::Ready(r) = b.as_mut().poll(&mut cx) {
+                    assert_eq!(r.unwrap(), 1);
+                    finished = true;
+                    break;
+                }
+            }
+            drop(b);
+            let ic = c
+                .await
+                .unwrap_or_else(|e| panic!("dropped after {polls} polls: the follower got {e}"));
+            assert_eq!(ic, 2);
+            assert_eq!(wal.read(2).await.unwrap(), b"c");
+            assert_eq!(
+                wal.read(1).await.unwrap(),
+                b"b",
+                "the dropped leader's record, written with its group"
+            );
+            drop(wal);
+            fs.crash(CrashKind::PowerLoss);
+            let wal = open(&fs, Options::default()).await.unwrap();
+            let log: Vec<Vec<u8>> = collect(&wal).await.unwrap().into_iter().map(|r| r.1).collect();
+            assert_eq!(
+                log,
+                [b"a".to_vec(), b"b".to_vec(), b"c".to_vec()],
+                "after {polls} polls"
+            );
+            finished
+        });
+        if done {
+            break;
+        }
+        dropped_in_group += 1;
+    }
+    assert!(dropped_in_group > 0, "the leader was never dropped mid-group");
+}
