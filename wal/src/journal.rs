@@ -43,6 +43,10 @@ use crate::segment::SegmentName;
 
 /// The journal's file name in the log directory.
 pub(crate) const JOURNAL_NAME: &str = "recovery.journal";
+/// A replay's fresh copy of the journal, renamed over it once durable (see
+/// [`replay`]). Found by an open, it is a leftover: the journal it copies
+/// is still there under [`JOURNAL_NAME`], or was replayed and removed.
+pub(crate) const JOURNAL_COPY_NAME: &str = "recovery.journal.new";
 
 const MAGIC: [u8; 8] = *b"WALRJNL1";
 const FIXED_BYTES: u64 = 26;
@@ -208,14 +212,17 @@ pub(crate) async fn replay<F: Fs>(fs: &F, dir: &Path, read_only: bool) -> Result
         });
     }
     // The journal may be whole only in the page cache (the open that wrote
-    // it failed before its fsync; a process crash kept the pages): it must
-    // be durable before its bytes go back in flight, or a power loss during
-    // the replay could lose both copies (soak seed 30005268).
-    journal
-        .sync_data()
-        .await
-        .map_err(|e| Error::io("sync_data", &path, 0, e))?;
-    fs.sync_dir(dir).await.map_err(|e| Error::io("sync_dir", dir, 0, e))?;
+    // it failed before or in its fsync; a process crash kept the pages): it
+    // must be durable before its bytes go back in flight, or a power loss
+    // during the replay could lose both copies (soak seed 30005268). Its own
+    // fsync cannot tell: after a failed one, ext4 marks the pages clean with
+    // the bytes in memory only, and a later fsync finds nothing to write and
+    // returns `Ok` (soak seed 92022324). Writing the bytes again in place
+    // would put a journal that may be durable, and the only good copy of
+    // records an earlier replay began to write back, in flight. So the
+    // replay writes a fresh copy, makes it durable, and renames it over the
+    // journal: the journal is only ever read, replaced whole or removed.
+    let journal = copy_durably(fs, dir, &path, &journal, &head, len).await?;
     let mut buf = Vec::new();
     let mut done = 0;
     while done < head.data_len {
@@ -240,6 +247,66 @@ pub(crate) async fn replay<F: Fs>(fs: &F, dir: &Path, read_only: bool) -> Result
     info!(segment = %seg_path.display(), offset = head.offset, bytes = head.data_len, "replayed the recovery journal");
     remove(fs, dir).await?;
     Ok(Replayed::Bytes(head.data_len))
+}
+
+/// Copies the verified journal (`len` bytes) to [`JOURNAL_COPY_NAME`],
+/// makes the copy durable, renames it over the journal and makes the
+/// rename durable. Returns the copy, now the journal. The bytes are
+/// checked again as they are copied: a different read is corruption, and
+/// the journal is left as it was.
+async fn copy_durably<F: Fs>(
+    fs: &F,
+    dir: &Path,
+    path: &Path,
+    journal: &F::File,
+    head: &Head,
+    len: u64,
+) -> Result<F::File> {
+    let copy_path = dir.join(JOURNAL_COPY_NAME);
+    let copy = fs
+        .open(
+            &copy_path,
+            OpenOptions::new().read(true).write(true).create(true).truncate(true),
+        )
+        .await
+        .map_err(|e| Error::io("create", &copy_path, 0, e))?;
+    let body = len - CRC_BYTES;
+    let mut crc = crc32fast::Hasher::new();
+    let mut buf = Vec::new();
+    let mut pos = 0;
+    while pos < len {
+        let n = (len - pos).min(CHUNK_BYTES);
+        buf.resize(n as usize, 0);
+        journal
+            .read_exact_at(&mut buf, pos)
+            .await
+            .map_err(|e| Error::io("read", path, pos, e))?;
+        let in_body = (body.saturating_sub(pos)).min(n) as usize;
+        crc.update(&buf[..in_body]);
+        copy.write_all_at(&buf, pos)
+            .await
+            .map_err(|e| Error::io("write", &copy_path, pos, e))?;
+        pos += n;
+    }
+    let mut trailer = [0u8; CRC_BYTES as usize];
+    copy.read_exact_at(&mut trailer, body)
+        .await
+        .map_err(|e| Error::io("read", &copy_path, body, e))?;
+    if u32::from_le_bytes(trailer) != crc.finalize() {
+        return Err(Error::corruption(
+            path,
+            head.data_at,
+            "the journal read differently while it was copied",
+        ));
+    }
+    copy.sync_data()
+        .await
+        .map_err(|e| Error::io("sync_data", &copy_path, 0, e))?;
+    fs.rename(&copy_path, path)
+        .await
+        .map_err(|e| Error::io("rename", &copy_path, 0, e))?;
+    fs.sync_dir(dir).await.map_err(|e| Error::io("sync_dir", dir, 0, e))?;
+    Ok(copy)
 }
 
 async fn torn<F: Fs>(fs: &F, dir: &Path, path: &Path, why: &str, read_only: bool) -> Result<Replayed> {

@@ -25,7 +25,7 @@ use crate::codec::{
 };
 use crate::error::{Error, Result};
 use crate::evidence::{self, Headers, Justified};
-use crate::journal::{self, Replayed, JOURNAL_NAME};
+use crate::journal::{self, Replayed, JOURNAL_COPY_NAME, JOURNAL_NAME};
 use crate::meta::{read_meta, write_meta, CleanMarker, Meta, MetaWriteError, META_NAME};
 use crate::options::RecoveryMode;
 use crate::segment::{
@@ -144,7 +144,7 @@ pub(crate) async fn recover<F: Fs>(
         if (entry.name == META_NAME || entry.name == JOURNAL_NAME) && !entry.is_dir {
             continue;
         }
-        if entry.name.ends_with(TMP_SUFFIX) && !entry.is_dir {
+        if (entry.name.ends_with(TMP_SUFFIX) || entry.name == JOURNAL_COPY_NAME) && !entry.is_dir {
             leftovers.push(entry.name);
             continue;
         }

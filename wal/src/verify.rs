@@ -18,7 +18,7 @@ use simfs::{File, Fs, OpenOptions};
 use crate::codec::{HeaderError, SegmentHeader, SEGMENT_HEADER_BYTES};
 use crate::error::{Error, Result};
 use crate::evidence;
-use crate::journal::JOURNAL_NAME;
+use crate::journal::{JOURNAL_COPY_NAME, JOURNAL_NAME};
 use crate::meta::{read_meta, Meta, META_NAME};
 use crate::recovery::{find_valid_frame, is_zero};
 use crate::segment::{header_for, scan_frames, FrameReader, SegmentName, SEGMENT_SUFFIX, TMP_SUFFIX};
@@ -310,6 +310,11 @@ pub async fn verify_dir<F: Fs>(fs: &F, dir: &Path) -> Result<VerifyReport> {
         }
         if entry.name == JOURNAL_NAME && !entry.is_dir {
             let detail = "the journal of an interrupted recovery rewrite: a writable open finishes it";
+            report.notice(NoticeKind::Leftover, &path, 0, detail.into());
+            continue;
+        }
+        if entry.name == JOURNAL_COPY_NAME && !entry.is_dir {
+            let detail = "a copy of a recovery journal being replayed: a writable open removes it";
             report.notice(NoticeKind::Leftover, &path, 0, detail.into());
             continue;
         }

@@ -206,6 +206,54 @@ fn a_journal_is_made_durable_before_it_is_replayed() {
     }
 }
 
+/// Soak seed 92022324 (ext4 profile): an open wrote the journal and its
+/// fsync failed, which marks the pages clean with the bytes in memory only;
+/// a process crash. The next open found the journal whole in the page
+/// cache and its own fsync returned `Ok` (nothing dirty, the error already
+/// reported to the old handle), so the replay wrote into the segment; a
+/// power loss during that write lost the journal and tore the segment's
+/// units, which held durable records. A replay now rewrites the journal's
+/// bytes before its fsync, so `Ok` means they are on disk.
+#[test]
+fn a_journal_whose_fsync_failed_is_rewritten_before_it_is_replayed() {
+    for seed in 0..16u64 {
+        block_on(async {
+            let cfg = SimConfig {
+                atomic_write_unit_bytes: 512,
+                ..SimConfig::default()
+            };
+            let fs = SimFs::with_config(seed, cfg);
+            let (name, bytes) = log(&fs).await;
+            let f = fs
+                .open(&dir().join(JOURNAL), OpenOptions::new().write(true).create(true))
+                .await
+                .unwrap();
+            fs.sync_dir(dir()).await.unwrap();
+            f.write_all_at(&journal(0, &name, &bytes[..1024]), 0).await.unwrap();
+            fs.set_faults(FaultConfig {
+                sync_fail: 1.0,
+                ..FaultConfig::none()
+            });
+            assert!(f.sync_data().await.is_err(), "seed {seed}: the journal's fsync fails");
+            drop(f);
+            fs.set_faults(FaultConfig {
+                torn_garbage: 1.0,
+                ..FaultConfig::none()
+            });
+            fs.crash_after_next(OpMatch::ops(&["write"]).path_ends_with(".wal"), CrashKind::PowerLoss);
+            assert!(
+                open(&fs, Options::default()).await.is_err(),
+                "seed {seed}: crashed in the replay"
+            );
+            let wal = open(&fs, Options::default()).await.unwrap();
+            assert_eq!(wal.next_index(), 10, "seed {seed}: {:?}", wal.recovery_report());
+            for (i, p) in collect(&wal).await.unwrap() {
+                assert_eq!(p, payload(i, 40), "seed {seed}");
+            }
+        });
+    }
+}
+
 #[test]
 fn a_read_only_open_refuses_a_whole_journal_and_leaves_a_torn_one() {
     block_on(async {
