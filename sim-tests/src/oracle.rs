@@ -525,6 +525,13 @@ impl Oracle {
         self.failstop(start, result.as_ref().map(|_| ()), "sync");
         match result {
             Ok(()) => {
+                // A sync that makes records durable is an acknowledgement
+                // like an append's: a lie in it, then a btrfs failed sync
+                // reverting the page cache before any crash, and the records
+                // it covered were never seen where they were (soak seed
+                // 92034182: `sync` Manual, the lie in `sync()`, the revert
+                // in the next `rotate`).
+                self.snapshot_after_claims();
                 let attempts = &self.attempts;
                 let (done, rest): (Vec<usize>, Vec<usize>) = self
                     .inst
@@ -562,6 +569,7 @@ impl Oracle {
         self.failstop(start, result.as_ref().map(|_| ()), "close");
         match result {
             Ok(()) => {
+                self.snapshot_after_claims();
                 let ids: Vec<usize> = std::mem::take(&mut self.inst.unsynced);
                 for id in ids {
                     self.make_durable(id);
