@@ -319,6 +319,34 @@ fn mid_log_corruption_in_active_segment_is_an_error_not_a_cut() {
     });
 }
 
+/// Soak seeds 70049215 and 92087859: a point-in-time open over damage near
+/// the start of a large active segment walked the valid frames after it
+/// with two reads per frame, and at a 1% transient EIO rate per read no
+/// open got through. The walk now reads in chunks: the reads of an open do
+/// not grow with the number of frames.
+#[test]
+fn a_point_in_time_open_past_damage_reads_in_chunks_not_per_frame() {
+    block_on(async {
+        let fs = SimFs::new(8);
+        let wal = open(&fs, unpadded()).await.unwrap();
+        for i in 0..1000 {
+            wal.append(payload(i, 50)).await.unwrap();
+        }
+        let name = wal.segment_files()[0].0.clone();
+        drop(wal);
+        corrupt(&fs, &name, 64 + 2 * 88 + 40).await;
+        let opts = Options {
+            recovery_mode: RecoveryMode::PointInTime,
+            ..unpadded()
+        };
+        let since = fs.next_seq();
+        let wal = open(&fs, opts).await.unwrap();
+        assert_eq!(wal.next_index(), 2);
+        let reads = fs.trace_since(since).iter().filter(|e| e.op == "read").count();
+        assert!(reads < 40, "{reads} reads to open past one damaged frame of 1000");
+    });
+}
+
 /// Zeroes `len` bytes of a file through the Fs and makes them durable.
 async fn zero(fs: &SimFs, name: &str, offset: u64, len: usize) {
     let path = dir().join(name);
