@@ -243,7 +243,14 @@ pub(crate) async fn recover<F: Fs>(
     let mut journaled = false;
     if let Some((name, file_name)) = active.first() {
         let path = dir.join(file_name);
-        let clean = meta.and_then(|m| m.clean).filter(|c| c.active_id == name.id());
+        // The marker vouches for the frames, not for the header: a lying
+        // fsync can lose a new segment's header before a clean close, and
+        // appends behind a header no open can read are lost (soak seed
+        // 92013153). Without a verified header the segment is scanned.
+        let clean = meta
+            .and_then(|m| m.clean)
+            .filter(|c| c.active_id == name.id())
+            .filter(|_| headers.verified.contains(file_name));
         let scan = match clean {
             Some(c) => fast_open(fs, &path, name.first(), c, align_bytes, read_only).await?,
             None => None,

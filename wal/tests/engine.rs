@@ -347,6 +347,42 @@ fn a_point_in_time_open_past_damage_reads_in_chunks_not_per_frame() {
     });
 }
 
+/// Soak seed 92013153: a lying fsync lost a new active segment's header, a
+/// clean close followed, and the next open trusted the clean-shutdown
+/// marker without the header having decoded: it appended durable records
+/// behind a header no later open could read, and they were lost when the
+/// segment went aside. A clean reopen now needs the active segment's header
+/// verified; otherwise the segment is scanned like after a crash, and a bad
+/// header before valid frames is reported (`Corruption` at offset 0).
+#[test]
+fn a_clean_reopen_does_not_trust_an_active_segment_whose_header_is_bad() {
+    block_on(async {
+        let fs = SimFs::new(8);
+        let wal = open(&fs, Options::default()).await.unwrap();
+        for i in 0..5 {
+            wal.append(payload(i, 50)).await.unwrap();
+        }
+        // A new, empty active segment, as in the seed.
+        wal.truncate_after(2).await.unwrap();
+        let name = wal.segment_files().last().unwrap().0.clone();
+        assert!(name.contains("-active-"), "{name}");
+        wal.close().await.unwrap();
+        zero(&fs, &name, 0, 64).await;
+        // The segment holds its creation's padding behind the header: a
+        // bad header before valid frames is reported, nothing is written.
+        match open(&fs, Options::default()).await {
+            Err(Error::Corruption { segment, offset, .. }) => {
+                assert_eq!((segment, offset), (dir().join(&name), 0));
+            }
+            other => panic!(
+                "expected corruption, got {:?}",
+                other.map(|w| w.recovery_report().clone())
+            ),
+        }
+        assert_eq!(fs.durable_content(&dir().join(&name)).unwrap()[..64], [0u8; 64]);
+    });
+}
+
 /// Zeroes `len` bytes of a file through the Fs and makes them durable.
 async fn zero(fs: &SimFs, name: &str, offset: u64, len: usize) {
     let path = dir().join(name);
