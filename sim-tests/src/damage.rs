@@ -358,7 +358,29 @@ impl Layout {
             off += h.frame_len();
         }
         cut.retain(|c| last.is_none_or(|l| c.0 <= l));
-        resolve(&mut self.by_index, ino, &mut cut, bytes.len() as u64, &mut found);
+        // Members cut off at the image's end commit there, unless an earlier
+        // parse of this file saw them at the same place with their commit
+        // frame further on: the image lost that frame (a power loss undid
+        // it), and the record still committed where it was seen to (seed
+        // 93033056: a reopen's snapshot of the durable image moved batch
+        // members' commit to the image's end, before the bytes a lying sync
+        // lost, so their loss looked unexplained).
+        let image_end = bytes.len() as u64;
+        for (index, start, durable_next) in cut.drain(..) {
+            let commit_end = self
+                .by_index
+                .get(&index)
+                .filter(|l| l.ino == ino && l.start == start && l.commit_end > image_end)
+                .map_or(image_end, |l| l.commit_end);
+            let loc = RecordLoc {
+                ino,
+                start,
+                commit_end,
+                durable_next,
+            };
+            self.by_index.insert(index, loc);
+            found.push((index, loc));
+        }
         found
     }
 
@@ -584,6 +606,25 @@ mod tests {
             found.iter().all(|(i, l)| *i == 4 || l.commit_end == cut as u64),
             "{found:?}"
         );
+        // The same stretch seen after an earlier parse of the whole file (a
+        // reopen's snapshot of the image a power loss left): the members
+        // still commit at the batch's end, so losing the bytes of the
+        // commit frame, past the image's end, explains their loss.
+        let mut layout = Layout::default();
+        layout.parse(8, &clean, None);
+        layout.parse(8, &clean[..cut], None);
+        let at = |i: u64| layout.locate(i).unwrap();
+        assert_eq!((at(5).start, at(5).commit_end), (starts[1], batch_end));
+        assert_eq!((at(6).start, at(6).commit_end), (starts[2], batch_end));
+        let lost = Damage {
+            kind: DamageKind::UnpersistedSync,
+            path: None,
+            ino: 8,
+            range: cut as u64..batch_end + 64,
+            seq: 10,
+            time_ns: 0,
+        };
+        assert!(explain_loss(std::slice::from_ref(&lost), 5, at(5), 0, true, false, &layout).is_some());
     }
 
     /// Seed 91039519's shape: a sealed segment truncated by name to end at
