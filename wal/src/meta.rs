@@ -146,6 +146,16 @@ impl Meta {
     }
 }
 
+/// Whether `dir` holds a meta file, which only an open that had already made
+/// the directory's path durable can have written (`Wal::open` fsyncs the
+/// ancestors before recovery, and every meta write comes after). So its
+/// presence, even in the page cache after a process crash, proves the path
+/// was made durable once; any doubt (an error, a directory in its place)
+/// answers `false`, and the caller fsyncs the path again.
+pub(crate) async fn path_made_durable<F: Fs>(fs: &F, dir: &Path) -> bool {
+    matches!(fs.metadata(&dir.join(META_NAME)).await, Ok(m) if !m.is_dir)
+}
+
 /// Reads the meta file, `None` if there is none (a new log).
 pub(crate) async fn read_meta<F: Fs>(fs: &F, dir: &Path) -> Result<Option<Meta>> {
     let path = dir.join(META_NAME);

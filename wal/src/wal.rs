@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::group_commit::{Request, Writer};
 use crate::iter::WalIter;
 use crate::lifecycle::{CompactionOptions, CompactionPlan, Leases, SegmentInfo};
-use crate::meta::Meta;
+use crate::meta::{self, Meta};
 use crate::options::{Options, SyncPolicy};
 use crate::recovery::{recover, Recovered, RecoveryReport};
 use crate::segment::Segment;
@@ -458,12 +458,15 @@ impl<F: Fs> Wal<F> {
             Err(e) => return Err(Error::io("metadata", dir, 0, e)),
         }
         // The directory or its ancestors may have been created by this open
-        // or by one that crashed: make every entry on the path durable, or a
-        // power loss takes the whole log. A few directory fsyncs per open.
-        for ancestor in dir.ancestors().skip(1).filter(|p| !p.as_os_str().is_empty()) {
-            fs.sync_dir(ancestor)
-                .await
-                .map_err(|e| Error::io("sync_dir", ancestor, 0, e))?;
+        // or by one that crashed: until the path is durable a power loss
+        // takes the whole log. Once a meta file exists an earlier open did
+        // this, so a clean reopen spends no fsync on the path.
+        if !meta::path_made_durable(&*fs, dir).await {
+            for ancestor in dir.ancestors().skip(1).filter(|p| !p.as_os_str().is_empty()) {
+                fs.sync_dir(ancestor)
+                    .await
+                    .map_err(|e| Error::io("sync_dir", ancestor, 0, e))?;
+            }
         }
         let lock = fs.lock_dir(dir).await.map_err(|e| lock_error(dir, e))?;
         Self::recover_into(fs, dir, opts, lock).await
