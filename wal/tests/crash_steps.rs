@@ -269,7 +269,7 @@ fn a_clean_reopen_does_not_fsync_the_ancestors() {
         assert!(wal.recovery_report().clean_reopen);
         let ancestor_syncs = fs.trace()[trace_before..]
             .iter()
-            .filter(|e| e.op == "sync_dir" && !e.path.as_deref().is_some_and(|p| p == "/data/a/log"))
+            .filter(|e| e.op == "sync_dir" && e.path.as_deref() != Some("/data/a/log"))
             .count();
         assert_eq!(ancestor_syncs, 0);
     });
