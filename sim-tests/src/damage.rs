@@ -121,6 +121,21 @@ pub fn excuses_durable_loss(kind: DamageKind) -> bool {
     )
 }
 
+/// The lost directory entry, among the damage recorded from trace position
+/// `since` on, that held the log directory `dir` itself or one of its
+/// ancestors: a lying directory sync had claimed the entry durable and a
+/// power loss took it, and with it every file of the log. The WAL fsyncs
+/// the path only until a meta file proves an open did (ARCHITECTURE §4
+/// step 2), so a lie at that one fsync is never repaired, even by opens
+/// after the faults stop.
+pub fn lost_log_path<'a>(ledger: &'a [Damage], since: u64, dir: &Path) -> Option<&'a Damage> {
+    ledger.iter().find(|d| {
+        d.kind == DamageKind::UnpersistedDirOp
+            && d.seq >= since
+            && d.path.as_deref().is_some_and(|p| dir.starts_with(p))
+    })
+}
+
 /// One line naming a damage: kind, file, range, when.
 pub fn describe(d: &Damage) -> String {
     format!(
@@ -533,6 +548,37 @@ pub fn explain_report<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Seed 108 (crash placements off): a lying fsync of `/` at the log's
+    /// creation, never repaired; a power loss after the heal took `/db`.
+    /// Only a lost entry on the log's own path, lost since `since`, counts.
+    #[test]
+    fn a_lost_entry_on_the_log_path_is_found_and_no_other() {
+        let lost = |seq: u64, path: &str| Damage {
+            seq,
+            time_ns: 0,
+            kind: DamageKind::UnpersistedDirOp,
+            ino: 2,
+            path: Some(path.into()),
+            range: 0..u64::MAX,
+        };
+        let dir = Path::new("/db/wal");
+        let ledger = vec![
+            lost(5, "/db"),
+            lost(20, "/db/walrus"),
+            lost(30, "/db/wal/00-active-01.wal"),
+        ];
+        assert_eq!(lost_log_path(&ledger, 0, dir).map(|d| d.seq), Some(5));
+        assert_eq!(
+            lost_log_path(&ledger, 6, dir),
+            None,
+            "too early, a sibling, a file inside"
+        );
+        assert_eq!(lost_log_path(&[lost(9, "/db/wal")], 9, dir).map(|d| d.seq), Some(9));
+        let mut rot = lost(9, "/db");
+        rot.kind = DamageKind::BitRot;
+        assert_eq!(lost_log_path(&[rot], 0, dir), None);
+    }
 
     /// Seed 50007697's shape: records 5, 6 and 7 a batch, the second's
     /// frame destroyed. All three are located in this file, committing at
