@@ -37,10 +37,7 @@ impl Variant {
     }
 
     fn opts(self) -> Options {
-        Options {
-            durable_alignment_bytes: self.align,
-            ..Options::default()
-        }
+        Options::default().durable_alignment_bytes(self.align)
     }
 }
 
@@ -79,10 +76,7 @@ pub fn durable(dir: &Path, v: Variant, threads: usize, size: usize, dur: Duratio
 /// fourth tick. Segments of `segment_bytes` so that pruning has work.
 pub fn churn(dir: &Path, threads: usize, size: usize, dur: Duration, segment_bytes: u64) -> BResult<Run> {
     let v = Variant::DEFAULT;
-    let opts = Options {
-        segment_size_bytes: segment_bytes,
-        ..v.opts()
-    };
+    let opts = v.opts().segment_size_bytes(segment_bytes);
     let wal = Arc::new(open(dir, v, opts)?);
     let data = payload(size, 1);
     let stop = AtomicBool::new(false);
@@ -149,11 +143,9 @@ pub fn churn(dir: &Path, threads: usize, size: usize, dur: Duration, segment_byt
 /// when 1, else `append_batch`), then one `sync`. Timed: appends and sync.
 /// `write_buffer_bytes`: `Options::write_buffer_bytes` (0: off).
 pub fn bulk(dir: &Path, n: u64, size: usize, batch: usize, write_buffer_bytes: usize) -> BResult<Run> {
-    let opts = Options {
-        sync_policy: SyncPolicy::Manual,
-        write_buffer_bytes,
-        ..Options::default()
-    };
+    let opts = Options::default()
+        .sync_policy(SyncPolicy::Manual)
+        .write_buffer_bytes(write_buffer_bytes);
     let wal = open(dir, Variant::DEFAULT, opts)?;
     let data = payload(size, 1);
     let start = Instant::now();
@@ -225,11 +217,9 @@ pub fn reopen_append(dir: &Path) -> BResult<(f64, u64)> {
 /// Builds a cleanly closed log of about `bytes` bytes in segments of
 /// `segment_bytes` (64 KiB records, batches of 16, one sync at the end).
 pub fn build(dir: &Path, bytes: u64, segment_bytes: u64) -> BResult<u64> {
-    let opts = Options {
-        sync_policy: SyncPolicy::Manual,
-        segment_size_bytes: segment_bytes,
-        ..Options::default()
-    };
+    let opts = Options::default()
+        .sync_policy(SyncPolicy::Manual)
+        .segment_size_bytes(segment_bytes);
     let wal = open(dir, Variant::DEFAULT, opts)?;
     let data = payload(64 << 10, 3);
     let n = bytes / data.len() as u64;

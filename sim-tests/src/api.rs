@@ -129,7 +129,7 @@ impl<F: Fs> LogApi for WalAdapter<F> {
     }
     fn close(self: Arc<Self>) -> BoxFuture<'static, Result<()>> {
         match Arc::try_unwrap(self) {
-            Ok(a) => Box::pin(a.wal.close()),
+            Ok(a) => Box::pin(async move { a.wal.close().await }),
             Err(_) => Box::pin(futures::future::ready(Err(Error::InvalidArgument(
                 "close: the log is still shared by a task".into(),
             )))),

@@ -575,10 +575,9 @@ impl RunConfig {
         if lifecycle.prune + lifecycle.truncate + lifecycle.compact == 0 {
             lifecycle.truncate = 1;
         }
-        let compaction = CompactionOptions {
-            small_segment_bytes: segment_size_bytes * rng.random_range(1..=3),
-            max_output_bytes: segment_size_bytes * rng.random_range(2..=8),
-        };
+        let compaction = CompactionOptions::default()
+            .small_segment_bytes(segment_size_bytes * rng.random_range(1..=3))
+            .max_output_bytes(segment_size_bytes * rng.random_range(2..=8));
         // The write buffer (drawn last, and only under Manual, so that every
         // other parameter of a seed stays what it was).
         let write_buffer_bytes = if sync == SyncKind::Manual && rng.random_bool(0.4) {
@@ -710,30 +709,24 @@ impl RunConfig {
 
     /// WAL options for this run (`sleeper` is only used by `Batched`).
     pub fn options(&self, sleeper: Sleeper) -> Options {
-        Options {
-            segment_size_bytes: self.segment_size_bytes,
-            segment_max_records: self.segment_max_records,
-            sync_policy: match self.sync {
+        Options::default()
+            .segment_size_bytes(self.segment_size_bytes)
+            .segment_max_records(self.segment_max_records)
+            .sync_policy(match self.sync {
                 SyncKind::Always => SyncPolicy::Always,
                 SyncKind::Manual => SyncPolicy::Manual,
                 SyncKind::Batched {
                     max_delay_us,
                     max_records,
-                } => SyncPolicy::Batched {
-                    max_delay_us,
-                    max_records,
-                    sleeper,
-                },
-            },
-            recovery_mode: self.recovery_mode,
-            first_index: self.first_index,
-            max_record_bytes: self.max_record_bytes,
-            max_batch_records: self.max_batch.max(1),
-            max_queue_appends: self.max_queue_appends,
-            write_buffer_bytes: self.write_buffer_bytes,
-            max_lease_holds: self.max_lease_holds,
-            ..Options::default()
-        }
+                } => SyncPolicy::batched(Duration::from_micros(max_delay_us), max_records, sleeper),
+            })
+            .recovery_mode(self.recovery_mode)
+            .first_index(self.first_index)
+            .max_record_bytes(self.max_record_bytes)
+            .max_batch_records(self.max_batch.max(1))
+            .max_queue_appends(self.max_queue_appends)
+            .write_buffer_bytes(self.write_buffer_bytes)
+            .max_lease_holds(self.max_lease_holds)
     }
 
     /// The SimFs configuration (the clock is set by the runner).

@@ -1798,12 +1798,10 @@ mod tests {
         let (id, _) = o.begin_append(0, &[8], false, None);
         o.finish_append(id, &Ok(0));
         o.crashed(CrashKind::PowerLoss, false);
-        let report = RecoveryReport {
-            active_segment: true,
-            scanned_bytes: 16384,
-            torn_bytes_cut: 12288,
-            ..RecoveryReport::default()
-        };
+        let mut report = RecoveryReport::default();
+        report.active_segment = true;
+        report.scanned_bytes = 16384;
+        report.torn_bytes_cut = 12288;
         o.after_recovery(
             0,
             0,

@@ -186,11 +186,7 @@ impl Tamperer<'_> {
     }
 
     async fn open_read_only(&self, mode: RecoveryMode) -> Opened {
-        let o = Options {
-            read_only: true,
-            recovery_mode: mode,
-            ..self.opts.clone()
-        };
+        let o = self.opts.clone().read_only(true).recovery_mode(mode);
         let wal = Wal::open(self.ctx.fs.clone(), self.dir(), o).await?;
         let range = (wal.first_index(), wal.next_index());
         wal.close().await?;

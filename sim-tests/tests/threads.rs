@@ -72,21 +72,15 @@ impl Scenario {
     }
 
     fn options(self) -> Options {
-        let base = Options {
-            // A few records per segment: appends roll segments all the time.
-            segment_size_bytes: 4096,
-            segment_max_records: 3,
-            durable_alignment_bytes: 8,
-            preallocate_bytes: 0,
-            ..Options::default()
-        };
+        // A few records per segment: appends roll segments all the time.
+        let base = Options::default()
+            .segment_size_bytes(4096)
+            .segment_max_records(3)
+            .durable_alignment_bytes(8)
+            .preallocate_bytes(0);
         match self {
             Scenario::Always => base,
-            Scenario::ManualBuffered => Options {
-                sync_policy: SyncPolicy::Manual,
-                write_buffer_bytes: 96,
-                ..base
-            },
+            Scenario::ManualBuffered => base.sync_policy(SyncPolicy::Manual).write_buffer_bytes(96),
         }
     }
 }

@@ -263,30 +263,28 @@ async fn run(input: &OpsInput) {
         sim.clock = Arc::new(YieldClock);
     }
     let fs = SimFs::with_config(u64::from(cfg.seed), sim);
-    let opts = Options {
-        sync_policy: if cfg.manual {
+    let opts = Options::default()
+        .sync_policy(if cfg.manual {
             SyncPolicy::Manual
         } else {
             SyncPolicy::Always
-        },
-        durable_alignment_bytes: align,
-        segment_size_bytes: if cfg.small_segments {
+        })
+        .durable_alignment_bytes(align)
+        .segment_size_bytes(if cfg.small_segments {
             (2 * align).max(4096)
         } else {
             1 << 20
-        },
-        segment_max_records: if cfg.segment_records == 0 {
+        })
+        .segment_max_records(if cfg.segment_records == 0 {
             u64::MAX
         } else {
             u64::from(cfg.segment_records)
-        },
-        first_index: u64::from(cfg.first_index),
-        max_record_bytes: MAX_RECORD,
-        max_batch_records: MAX_BATCH,
-        max_write_bytes: MAX_WRITE,
-        max_queue_bytes: 4 * MAX_WRITE,
-        ..Options::default()
-    };
+        })
+        .first_index(u64::from(cfg.first_index))
+        .max_record_bytes(MAX_RECORD)
+        .max_batch_records(MAX_BATCH)
+        .max_write_bytes(MAX_WRITE)
+        .max_queue_bytes(4 * MAX_WRITE);
     let wal = match Wal::open(fs.clone(), dir(), opts.clone()).await {
         Ok(w) => w,
         Err(e) => panic!("open of an empty directory failed: {e}"),

@@ -498,11 +498,9 @@ async fn run(input: &RecoverInput, files: &[Built]) {
     if write_dir(&fs, files).await.is_err() {
         return;
     }
-    let opts = Options {
-        recovery_mode: input.mode.recovery_mode(),
-        first_index: u64::from(input.first_index),
-        ..Options::default()
-    };
+    let opts = Options::default()
+        .recovery_mode(input.mode.recovery_mode())
+        .first_index(u64::from(input.first_index));
     // Verification reads anything, changes nothing and never fails on the
     // files' content.
     if let Err(e) = wal::verify_dir(&fs, dir()).await {

@@ -14,12 +14,10 @@ fn dir() -> &'static Path {
 }
 
 fn small() -> Options {
-    Options {
-        max_record_bytes: 1000,
-        max_batch_records: 4,
-        max_write_bytes: 2000,
-        ..Options::default()
-    }
+    Options::default()
+        .max_record_bytes(1000)
+        .max_batch_records(4)
+        .max_write_bytes(2000)
 }
 
 async fn open(fs: &SimFs, opts: Options) -> wal::Result<Wal<SimFs>> {
@@ -42,134 +40,40 @@ async fn stopped_wal(fs: &SimFs) -> Wal<SimFs> {
 
 #[test]
 fn bad_options_are_invalid_argument() {
-    let batched = |max_delay_us, max_records| SyncPolicy::Batched {
-        max_delay_us,
-        max_records,
-        sleeper: Sleeper::new(|_| Box::pin(async {})),
+    let batched = |max_delay_us, max_records| {
+        SyncPolicy::batched(
+            std::time::Duration::from_micros(max_delay_us),
+            max_records,
+            Sleeper::new(|_| Box::pin(async {})),
+        )
     };
     let d = Options::default;
     let cases: Vec<(&str, Options)> = vec![
-        (
-            "segment_size_bytes < 4096",
-            Options {
-                segment_size_bytes: 4095,
-                ..d()
-            },
-        ),
-        (
-            "segment_size_bytes 0",
-            Options {
-                segment_size_bytes: 0,
-                ..d()
-            },
-        ),
-        (
-            "segment_max_records 0",
-            Options {
-                segment_max_records: 0,
-                ..d()
-            },
-        ),
+        ("segment_size_bytes < 4096", d().segment_size_bytes(4095)),
+        ("segment_size_bytes 0", d().segment_size_bytes(0)),
+        ("segment_max_records 0", d().segment_max_records(0)),
         (
             "max_record_bytes over the format limit",
-            Options {
-                max_record_bytes: MAX_RECORD_BYTES as usize + 1,
-                max_write_bytes: usize::MAX,
-                max_queue_bytes: usize::MAX,
-                ..d()
-            },
+            d().max_record_bytes(MAX_RECORD_BYTES as usize + 1)
+                .max_write_bytes(usize::MAX)
+                .max_queue_bytes(usize::MAX),
         ),
-        (
-            "max_batch_records 0",
-            Options {
-                max_batch_records: 0,
-                ..d()
-            },
-        ),
-        (
-            "max_batch_records > 2^24",
-            Options {
-                max_batch_records: (1 << 24) + 1,
-                ..d()
-            },
-        ),
+        ("max_batch_records 0", d().max_batch_records(0)),
+        ("max_batch_records > 2^24", d().max_batch_records((1 << 24) + 1)),
         (
             "max_write_bytes < max_record_bytes",
-            Options {
-                max_write_bytes: (16 << 20) - 1,
-                ..d()
-            },
+            d().max_write_bytes((16 << 20) - 1),
         ),
-        (
-            "max_queue_bytes < max_write_bytes",
-            Options {
-                max_queue_bytes: 1,
-                ..d()
-            },
-        ),
-        (
-            "max_queue_appends 0",
-            Options {
-                max_queue_appends: 0,
-                ..d()
-            },
-        ),
-        (
-            "durable_alignment_bytes 0",
-            Options {
-                durable_alignment_bytes: 0,
-                ..d()
-            },
-        ),
-        (
-            "durable_alignment_bytes 4",
-            Options {
-                durable_alignment_bytes: 4,
-                ..d()
-            },
-        ),
-        (
-            "durable_alignment_bytes 3000",
-            Options {
-                durable_alignment_bytes: 3000,
-                ..d()
-            },
-        ),
-        (
-            "durable_alignment_bytes 2 MiB",
-            Options {
-                durable_alignment_bytes: 2 << 20,
-                ..d()
-            },
-        ),
-        (
-            "segment_size_bytes < 2 * alignment",
-            Options {
-                segment_size_bytes: 8191,
-                ..d()
-            },
-        ),
-        (
-            "first_index u64::MAX",
-            Options {
-                first_index: u64::MAX,
-                ..d()
-            },
-        ),
-        (
-            "Batched delay > 1 s",
-            Options {
-                sync_policy: batched(1_000_001, 1),
-                ..d()
-            },
-        ),
-        (
-            "Batched max_records 0",
-            Options {
-                sync_policy: batched(10, 0),
-                ..d()
-            },
-        ),
+        ("max_queue_bytes < max_write_bytes", d().max_queue_bytes(1)),
+        ("max_queue_appends 0", d().max_queue_appends(0)),
+        ("durable_alignment_bytes 0", d().durable_alignment_bytes(0)),
+        ("durable_alignment_bytes 4", d().durable_alignment_bytes(4)),
+        ("durable_alignment_bytes 3000", d().durable_alignment_bytes(3000)),
+        ("durable_alignment_bytes 2 MiB", d().durable_alignment_bytes(2 << 20)),
+        ("segment_size_bytes < 2 * alignment", d().segment_size_bytes(8191)),
+        ("first_index u64::MAX", d().first_index(u64::MAX)),
+        ("Batched delay > 1 s", d().sync_policy(batched(1_000_001, 1))),
+        ("Batched max_records 0", d().sync_policy(batched(10, 0))),
     ];
     block_on(async {
         for (what, opts) in cases {
@@ -258,10 +162,7 @@ fn oversized_records_and_batches() {
 #[test]
 fn indices_out_of_range() {
     block_on(async {
-        let opts = Options {
-            first_index: 10,
-            ..Options::default()
-        };
+        let opts = Options::default().first_index(10);
         let wal = open(&SimFs::new(5), opts).await.unwrap();
         for i in [0, 9, 10, 11, u64::MAX] {
             assert!(
@@ -307,10 +208,7 @@ fn indices_out_of_range() {
 #[test]
 fn the_end_of_the_index_space_is_invalid_argument() {
     block_on(async {
-        let opts = Options {
-            first_index: u64::MAX - 2,
-            ..Options::default()
-        };
+        let opts = Options::default().first_index(u64::MAX - 2);
         let fs = SimFs::new(6);
         let wal = open(&fs, opts.clone()).await.unwrap();
         assert_eq!(wal.append(b"last".to_vec()).await.unwrap(), u64::MAX - 2);

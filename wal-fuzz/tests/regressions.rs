@@ -37,10 +37,7 @@ fn durable_alignment_16_appends_and_reads_back() {
         }
     }
     block_on(async {
-        let opts = Options {
-            durable_alignment_bytes: 16,
-            ..Options::default()
-        };
+        let opts = Options::default().durable_alignment_bytes(16);
         assert!(opts.validate().is_ok());
         let fs = SimFs::new(1);
         let wal = Wal::open(fs.clone(), dir(), opts.clone()).await.unwrap();
@@ -93,10 +90,7 @@ fn frame_at_u64_max_is_damage() {
                 .unwrap();
             f.write_all_at(&bytes, 0).await.unwrap();
             drop(f);
-            let opts = Options {
-                recovery_mode: mode,
-                ..Options::default()
-            };
+            let opts = Options::default().recovery_mode(mode);
             // Twice: recovery is idempotent.
             for _ in 0..2 {
                 match (mode, Wal::open(fs.clone(), dir(), opts.clone()).await) {
@@ -234,10 +228,7 @@ fn removing_a_torn_new_segment_is_idempotent() {
             )
             .await
             .unwrap();
-            let opts = Options {
-                first_index,
-                ..Options::default()
-            };
+            let opts = Options::default().first_index(first_index);
             let wal = Wal::open(fs.clone(), dir(), opts.clone()).await.unwrap();
             let opened = (wal.first_index(), wal.next_index());
             assert_eq!(

@@ -25,11 +25,9 @@ fn main() -> Result<(), wal::Error> {
             },
         );
         let dir = Path::new("/db/wal");
-        let opts = Options {
-            sync_policy: SyncPolicy::Manual,
-            segment_size_bytes: 64 << 10,
-            ..Options::default()
-        };
+        let opts = Options::default()
+            .sync_policy(SyncPolicy::Manual)
+            .segment_size_bytes(64 << 10);
 
         let wal = Wal::open(fs.clone(), dir, opts.clone()).await?;
         for i in 0..1000u64 {

@@ -13,9 +13,19 @@ use crate::sync::Arc;
 /// assert_eq!(e.to_string(), "append at index 7, but the next index is 5");
 /// ```
 #[derive(Clone, Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
-    /// A filesystem call failed.
-    #[error("{op} {path}: {source}")]
+    /// A filesystem call failed. The message names the operation and path
+    /// once, even when the `Fs` (as [`simfs::OsFs`] does) already put them
+    /// into the underlying error.
+    ///
+    /// ```
+    /// use std::{io, path::PathBuf, sync::Arc};
+    /// let source = Arc::new(io::Error::new(io::ErrorKind::PermissionDenied, "open /d/x.wal: Permission denied"));
+    /// let e = wal::Error::Io { op: "open", path: PathBuf::from("/d/x.wal"), offset: 0, source };
+    /// assert_eq!(e.to_string(), "open /d/x.wal: Permission denied");
+    /// ```
+    #[error("{op} {}: {}", path.display(), io_cause(path, source))]
     Io {
         /// The operation, e.g. `"write"`, `"sync_data"`, `"rename"`.
         op: &'static str,
@@ -169,6 +179,18 @@ pub enum Error {
         /// The index the iterator would have read next.
         position: u64,
     },
+}
+
+/// The underlying error's message without the path when it already names
+/// it (`"open /d/x.wal: Permission denied"` becomes `"Permission denied"`),
+/// so an `Io` error reads as one sentence.
+fn io_cause(path: &std::path::Path, e: &io::Error) -> String {
+    let full = e.to_string();
+    let named = format!("{}: ", path.display());
+    match full.find(&named) {
+        Some(at) => full[at + named.len()..].to_owned(),
+        None => full,
+    }
 }
 
 /// Shorthand for results of this crate.

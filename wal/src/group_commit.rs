@@ -17,7 +17,6 @@
 //! `Writer::try_append_buffered`.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use futures::channel::oneshot;
 use simfs::{File, Fs, OpenOptions};
@@ -316,14 +315,14 @@ impl<F: Fs> Writer<F> {
     /// Errors are delivered to the requests, never returned.
     pub(crate) async fn run_group(&mut self, inner: &Inner<F>) {
         if let SyncPolicy::Batched {
-            max_delay_us,
+            max_delay,
             max_records,
             sleeper,
         } = &inner.opts.sync_policy
         {
             let queued = inner.state().queue.len();
             if queued > 0 && queued < *max_records {
-                sleeper.sleep(Duration::from_micros(*max_delay_us)).await;
+                sleeper.sleep(*max_delay).await;
             }
         }
         let (group, durable_next) = {

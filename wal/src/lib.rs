@@ -1,7 +1,8 @@
 //! # wal
 //!
 //! A write-ahead log over the [`simfs::Fs`] trait, so the same code runs on a
-//! real disk ([`simfs::OsFs`]) and in deterministic simulation
+//! real disk ([`OsFs`], re-exported from `simfs`, and the default: a
+//! `Wal` is a `Wal<OsFs>`) and in deterministic simulation
 //! ([`simfs::SimFs`]).
 //!
 //! - Dense `u64` indices; single and atomic-batch appends, at the next index
@@ -27,6 +28,9 @@
 //! ```
 #![forbid(unsafe_code)]
 
+// The record codec is reachable for the fuzzers and the simulation's
+// layout parser, not part of the API: no stability promise.
+#[doc(hidden)]
 pub mod codec;
 mod error;
 mod evidence;
@@ -47,10 +51,12 @@ mod verify;
 #[allow(clippy::module_inception)]
 mod wal;
 
+pub use codec::MAX_RECORD_BYTES;
 pub use error::{Error, Result};
 pub use iter::WalIter;
 pub use lifecycle::{CompactionOptions, CompactionPlan, CompactionRun, SegmentInfo};
 pub use options::{Options, RecoveryMode, Sleeper, SyncPolicy};
 pub use recovery::{LostRecords, RecoveryReport};
+pub use simfs::OsFs;
 pub use verify::{verify_dir, Notice, NoticeKind, Problem, ProblemKind, VerifyReport};
 pub use wal::{Stats, Wal};

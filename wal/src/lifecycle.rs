@@ -133,6 +133,7 @@ impl Leases {
 /// assert!(o.small_segment_bytes < o.max_output_bytes);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CompactionOptions {
     /// Sealed segments below this size are candidates.
     pub small_segment_bytes: u64,
@@ -141,6 +142,25 @@ pub struct CompactionOptions {
 }
 
 impl CompactionOptions {
+    /// Sets [`CompactionOptions::small_segment_bytes`].
+    ///
+    /// ```
+    /// let o = wal::CompactionOptions::default().small_segment_bytes(4096).max_output_bytes(1 << 20);
+    /// assert!(o.validate().is_ok());
+    /// ```
+    #[must_use]
+    pub fn small_segment_bytes(mut self, small_segment_bytes: u64) -> Self {
+        self.small_segment_bytes = small_segment_bytes;
+        self
+    }
+
+    /// Sets [`CompactionOptions::max_output_bytes`].
+    #[must_use]
+    pub fn max_output_bytes(mut self, max_output_bytes: u64) -> Self {
+        self.max_output_bytes = max_output_bytes;
+        self
+    }
+
     /// Checks the limits: both non-zero.
     pub fn validate(&self) -> Result<()> {
         if self.small_segment_bytes == 0 || self.max_output_bytes == 0 {
@@ -164,6 +184,7 @@ impl Default for CompactionOptions {
 
 /// One segment as [`crate::Wal::segments`] reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SegmentInfo {
     /// File name in the log directory.
     pub name: String,
@@ -179,6 +200,7 @@ pub struct SegmentInfo {
 
 /// One merge of a compaction plan: adjacent inputs, one output.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CompactionRun {
     /// The inputs, adjacent, in log order.
     pub inputs: Vec<SegmentInfo>,
@@ -193,6 +215,7 @@ pub struct CompactionRun {
 /// A compaction plan: what [`crate::Wal::compact`] would do (or did).
 /// `Display` prints it, for a dry run.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CompactionPlan {
     /// The merges, in log order.
     pub runs: Vec<CompactionRun>,

@@ -37,12 +37,18 @@ impl fmt::Debug for Sleeper {
     }
 }
 
-/// When appended records become durable.
+/// When appended records become durable. `#[non_exhaustive]`: match with a
+/// wildcard arm, new policies are not breaking changes.
 ///
 /// ```
+/// use std::time::Duration;
 /// assert!(matches!(wal::SyncPolicy::default(), wal::SyncPolicy::Always));
+/// let sleeper = wal::Sleeper::new(|_d| Box::pin(async {}));
+/// let batched = wal::SyncPolicy::batched(Duration::from_micros(200), 8, sleeper);
+/// assert!(wal::Options::default().sync_policy(batched).validate().is_ok());
 /// ```
 #[derive(Clone, Debug, Default)]
+#[non_exhaustive]
 pub enum SyncPolicy {
     /// An append returns only when its records (and, for a new segment, the
     /// segment's directory entry) are durable. Concurrent appenders share one
@@ -56,17 +62,34 @@ pub enum SyncPolicy {
     /// are in a buffer in memory: they survive neither a process crash nor a
     /// power loss until the buffer is written (see that option).
     Manual,
-    /// Like `Always`, but the group-commit leader waits up to `max_delay_us`
+    /// Like `Always`, but the group-commit leader waits up to `max_delay`
     /// (or until `max_records` appends are queued) before writing, so that more
     /// appenders share each fsync. Appends still return only when durable.
     Batched {
-        /// Longest time the leader waits for more appenders.
-        max_delay_us: u64,
+        /// Longest time the leader waits for more appenders (at most 1 s).
+        max_delay: Duration,
         /// Stop waiting once this many appends are queued.
         max_records: usize,
         /// How to wait on the caller's runtime.
         sleeper: Sleeper,
     },
+}
+
+impl SyncPolicy {
+    /// [`SyncPolicy::Batched`] with these parameters.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let p = wal::SyncPolicy::batched(Duration::from_millis(1), 16, wal::Sleeper::new(|_d| Box::pin(async {})));
+    /// assert!(matches!(p, wal::SyncPolicy::Batched { max_records: 16, .. }));
+    /// ```
+    pub fn batched(max_delay: Duration, max_records: usize, sleeper: Sleeper) -> Self {
+        SyncPolicy::Batched {
+            max_delay,
+            max_records,
+            sleeper,
+        }
+    }
 }
 
 /// What recovery at open does with damage in the active segment. Whatever
@@ -78,6 +101,7 @@ pub enum SyncPolicy {
 /// assert_eq!(wal::RecoveryMode::default(), wal::RecoveryMode::TolerateTornTail);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum RecoveryMode {
     /// Cut a torn tail (an incomplete or bad frame with nothing once-durable
     /// after it) and remove a new segment whose header never became durable;
@@ -96,13 +120,23 @@ pub enum RecoveryMode {
 }
 
 /// Options for [`crate::Wal::open`]. Every field has a limit; `validate`
-/// checks them.
+/// checks them (and `open` calls it).
+///
+/// Built from [`Options::default`] with one setter per field, each named
+/// after its field; the fields are public to read. The struct is
+/// `#[non_exhaustive]`, so a new option is not a breaking change (and a
+/// struct expression cannot build it outside this crate).
 ///
 /// ```
-/// let opts = wal::Options { segment_size_bytes: 1 << 20, ..Default::default() };
+/// use wal::{Options, RecoveryMode};
+/// let opts = Options::default()
+///     .segment_size_bytes(1 << 20)
+///     .recovery_mode(RecoveryMode::PointInTime);
 /// assert!(opts.validate().is_ok());
+/// assert_eq!(opts.segment_size_bytes, 1 << 20);
 /// ```
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct Options {
     /// Rotate the active segment once it holds at least this many bytes.
     pub segment_size_bytes: u64,
@@ -175,13 +209,9 @@ pub struct Options {
     ///
     /// ```
     /// use wal::{Options, SyncPolicy};
-    /// let opts = Options {
-    ///     sync_policy: SyncPolicy::Manual,
-    ///     write_buffer_bytes: 1 << 20,
-    ///     ..Options::default()
-    /// };
+    /// let opts = Options::default().sync_policy(SyncPolicy::Manual).write_buffer_bytes(1 << 20);
     /// assert!(opts.validate().is_ok());
-    /// let always = Options { write_buffer_bytes: 1 << 20, ..Options::default() };
+    /// let always = Options::default().write_buffer_bytes(1 << 20);
     /// assert!(always.validate().is_err());
     /// ```
     pub write_buffer_bytes: usize,
@@ -209,7 +239,7 @@ pub struct Options {
     ///     let w = Wal::open(fs.clone(), Path::new("/log"), Options::default()).await?;
     ///     w.append(b"a".to_vec()).await?;
     ///     w.close().await?;
-    ///     let ro = Options { read_only: true, ..Options::default() };
+    ///     let ro = Options::default().read_only(true);
     ///     let r = Wal::open(fs, Path::new("/log"), ro).await?;
     ///     assert_eq!(r.read(0).await?, b"a");
     ///     assert!(matches!(r.append(b"b".to_vec()).await, Err(Error::ReadOnly { .. })));
@@ -245,6 +275,111 @@ impl Default for Options {
 }
 
 impl Options {
+    #[must_use]
+    /// Sets [`Options::segment_size_bytes`].
+    pub fn segment_size_bytes(mut self, segment_size_bytes: u64) -> Self {
+        self.segment_size_bytes = segment_size_bytes;
+        self
+    }
+
+    #[must_use]
+    /// Sets [`Options::segment_max_records`].
+    pub fn segment_max_records(mut self, segment_max_records: u64) -> Self {
+        self.segment_max_records = segment_max_records;
+        self
+    }
+
+    #[must_use]
+    /// Sets [`Options::sync_policy`].
+    pub fn sync_policy(mut self, sync_policy: SyncPolicy) -> Self {
+        self.sync_policy = sync_policy;
+        self
+    }
+
+    #[must_use]
+    /// Sets [`Options::recovery_mode`].
+    pub fn recovery_mode(mut self, recovery_mode: RecoveryMode) -> Self {
+        self.recovery_mode = recovery_mode;
+        self
+    }
+
+    #[must_use]
+    /// Sets [`Options::first_index`].
+    pub fn first_index(mut self, first_index: u64) -> Self {
+        self.first_index = first_index;
+        self
+    }
+
+    #[must_use]
+    /// Sets [`Options::max_record_bytes`].
+    pub fn max_record_bytes(mut self, max_record_bytes: usize) -> Self {
+        self.max_record_bytes = max_record_bytes;
+        self
+    }
+
+    #[must_use]
+    /// Sets [`Options::max_batch_records`].
+    pub fn max_batch_records(mut self, max_batch_records: usize) -> Self {
+        self.max_batch_records = max_batch_records;
+        self
+    }
+
+    #[must_use]
+    /// Sets [`Options::max_write_bytes`].
+    pub fn max_write_bytes(mut self, max_write_bytes: usize) -> Self {
+        self.max_write_bytes = max_write_bytes;
+        self
+    }
+
+    #[must_use]
+    /// Sets [`Options::max_queue_bytes`].
+    pub fn max_queue_bytes(mut self, max_queue_bytes: usize) -> Self {
+        self.max_queue_bytes = max_queue_bytes;
+        self
+    }
+
+    #[must_use]
+    /// Sets [`Options::max_queue_appends`].
+    pub fn max_queue_appends(mut self, max_queue_appends: usize) -> Self {
+        self.max_queue_appends = max_queue_appends;
+        self
+    }
+
+    #[must_use]
+    /// Sets [`Options::durable_alignment_bytes`].
+    pub fn durable_alignment_bytes(mut self, durable_alignment_bytes: u64) -> Self {
+        self.durable_alignment_bytes = durable_alignment_bytes;
+        self
+    }
+
+    #[must_use]
+    /// Sets [`Options::max_lease_holds`].
+    pub fn max_lease_holds(mut self, max_lease_holds: u32) -> Self {
+        self.max_lease_holds = max_lease_holds;
+        self
+    }
+
+    #[must_use]
+    /// Sets [`Options::preallocate_bytes`].
+    pub fn preallocate_bytes(mut self, preallocate_bytes: u64) -> Self {
+        self.preallocate_bytes = preallocate_bytes;
+        self
+    }
+
+    #[must_use]
+    /// Sets [`Options::write_buffer_bytes`].
+    pub fn write_buffer_bytes(mut self, write_buffer_bytes: usize) -> Self {
+        self.write_buffer_bytes = write_buffer_bytes;
+        self
+    }
+
+    #[must_use]
+    /// Sets [`Options::read_only`].
+    pub fn read_only(mut self, read_only: bool) -> Self {
+        self.read_only = read_only;
+        self
+    }
+
     /// Checks every limit; `Error::InvalidArgument` says which one is off.
     pub fn validate(&self) -> Result<()> {
         let bad = |m: String| Err(Error::InvalidArgument(m));
@@ -295,13 +430,13 @@ impl Options {
             return bad("write_buffer_bytes needs SyncPolicy::Manual".into());
         }
         if let SyncPolicy::Batched {
-            max_delay_us,
-            max_records,
-            ..
+            max_delay, max_records, ..
         } = &self.sync_policy
         {
-            if *max_delay_us > 1_000_000 || *max_records == 0 {
-                return bad("Batched: max_delay_us must be at most 1 s and max_records at least 1".into());
+            if *max_delay > Duration::from_secs(1) || *max_records == 0 {
+                return bad(format!(
+                    "Batched: max_delay ({max_delay:?}) must be at most 1 s and max_records ({max_records}) at least 1"
+                ));
             }
         }
         Ok(())

@@ -40,6 +40,7 @@ use crate::sync::Arc;
 /// assert_eq!(r.torn_bytes_cut, 0);
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RecoveryReport {
     /// Sealed segments found.
     pub sealed_segments: usize,
@@ -85,10 +86,13 @@ pub struct RecoveryReport {
 /// A range of acknowledged records a `PointInTime` open went on without.
 ///
 /// ```
-/// let l = wal::LostRecords { first: 1930, end: 2000, path: "/log".into(), evidence: "clean shutdown".into() };
-/// assert_eq!(l.end - l.first, 70);
+/// // Listed in `RecoveryReport::lost`; a clean open lists none.
+/// let report = wal::RecoveryReport::default();
+/// let lost: u64 = report.lost.iter().map(|l: &wal::LostRecords| l.end - l.first).sum();
+/// assert_eq!(lost, 0);
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LostRecords {
     /// The first lost index.
     pub first: u64,

@@ -25,6 +25,7 @@ use crate::sync::{Arc, AtomicBool, AtomicU64, AtomicUsize, Mutex, MutexGuard, Or
 /// assert_eq!(s.records_per_fsync(), 0.0);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[non_exhaustive]
 pub struct Stats {
     /// Append calls that succeeded (a batch counts once).
     pub appends: u64,
@@ -56,11 +57,9 @@ pub struct Stats {
     /// ```
     /// # use std::path::Path;
     /// # futures::executor::block_on(async {
-    /// let opts = wal::Options {
-    ///     sync_policy: wal::SyncPolicy::Manual,
-    ///     write_buffer_bytes: 1 << 20,
-    ///     ..Default::default()
-    /// };
+    /// let opts = wal::Options::default()
+    ///     .sync_policy(wal::SyncPolicy::Manual)
+    ///     .write_buffer_bytes(1 << 20);
     /// let wal = wal::Wal::open(simfs::SimFs::new(1), Path::new("/l"), opts).await?;
     /// let i = wal.append(b"x".to_vec()).await?;
     /// assert_eq!(wal.stats().await.buffer_flushes, 0);
@@ -179,6 +178,11 @@ pub(crate) struct Inner<F: Fs> {
     /// Tasks waiting for the writer mutex to read, sync or rotate (see
     /// `WantWriter`): the lean append path stands back while any waits.
     pub writer_wanted: AtomicUsize,
+    /// Live `Wal` handles (clones). When the last one goes, the WAL closes
+    /// without the clean-shutdown steps (`Wal`'s `Drop`): iterators then
+    /// fail with `Closed` and the directory lock is released at once, not
+    /// when the last iterator goes.
+    pub handles: AtomicUsize,
 }
 
 impl<F: Fs> Inner<F> {
@@ -376,9 +380,13 @@ impl<F: Fs> Drop for PauseAdmission<'_, F> {
     }
 }
 
-/// A write-ahead log in one directory, generic over the filesystem.
+/// A write-ahead log in one directory, generic over the filesystem
+/// ([`simfs::OsFs`] unless named: `Wal` is `Wal<OsFs>`).
 ///
-/// All methods take `&self`: share a `Wal` between tasks with an `Arc`.
+/// All methods take `&self`, `close` included: share a `Wal` between tasks
+/// by cloning it (a clone is another handle to the same open log) or with
+/// an `Arc`. Dropping the last handle without `close` releases the
+/// directory lock at once (see the `Drop` impl).
 /// Concurrent appends are group-committed: they share one write and one
 /// fsync, and their order on disk is the order in which they were admitted.
 ///
@@ -429,8 +437,45 @@ impl<F: Fs> Drop for PauseAdmission<'_, F> {
 ///     Ok::<_, wal::Error>(())
 /// }).unwrap();
 /// ```
-pub struct Wal<F: Fs> {
+pub struct Wal<F: Fs = simfs::OsFs> {
     inner: Arc<Inner<F>>,
+}
+
+/// Another handle to the same open log: appends from every clone share one
+/// group commit, and [`Wal::close`] on any of them closes the log for all.
+///
+/// ```
+/// use std::path::Path;
+/// futures::executor::block_on(async {
+///     let wal = wal::Wal::open(simfs::SimFs::new(4), Path::new("/log"), wal::Options::default()).await?;
+///     let other = wal.clone();
+///     let (a, b) = futures::join!(wal.append(b"a".to_vec()), other.append(b"b".to_vec()));
+///     assert_ne!(a?, b?);
+///     wal.close().await
+/// }).unwrap();
+/// ```
+impl<F: Fs> Clone for Wal<F> {
+    fn clone(&self) -> Self {
+        self.inner.handles.fetch_add(1, Ordering::AcqRel);
+        Wal {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+/// Dropping the last handle without [`Wal::close`] closes the log without
+/// its clean-shutdown steps: what is in the write buffer is lost (see
+/// [`Options::write_buffer_bytes`]), the next open scans the active
+/// segment, live iterators fail with `Closed`, and the directory lock is
+/// released at once, so the same process can reopen the log.
+impl<F: Fs> Drop for Wal<F> {
+    fn drop(&mut self) {
+        if self.inner.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.inner.state().closed = true;
+            self.inner.invalidate_readers();
+            self.inner.lock.lock().unwrap_or_else(|e| e.into_inner()).take();
+        }
+    }
 }
 
 impl<F: Fs> Wal<F> {
@@ -535,6 +580,7 @@ impl<F: Fs> Wal<F> {
                 admission_gate: futures::lock::Mutex::new(()),
                 reader_epoch: AtomicU64::new(0),
                 writer_wanted: AtomicUsize::new(0),
+                handles: AtomicUsize::new(1),
             }),
         })
     }
@@ -813,10 +859,35 @@ impl<F: Fs> Wal<F> {
     }
 
     /// Finishes every admitted append, writes the write buffer, makes
-    /// everything durable and releases the directory lock. Later calls on iterators return `Closed`.
-    pub async fn close(self) -> Result<()> {
+    /// everything durable, records the clean-shutdown marker and releases
+    /// the directory lock. Takes `&self`, so a `Wal` shared by clones (or
+    /// an `Arc`) can be closed: every later call, on any clone or iterator,
+    /// returns `Closed`, and so does a second `close`.
+    ///
+    /// Cancelling: dropping the future before it finished leaves the WAL
+    /// open (a group commit it led is finished by the next call, see
+    /// [`Stats::resumes`]); acknowledged records are never affected. The
+    /// WAL may then lack the clean-shutdown marker (the next open scans the
+    /// active segment instead of trusting it).
+    ///
+    /// ```
+    /// use std::path::Path;
+    /// futures::executor::block_on(async {
+    ///     let wal = wal::Wal::open(simfs::SimFs::new(3), Path::new("/log"), wal::Options::default()).await?;
+    ///     let shared = wal.clone();
+    ///     shared.append(b"x".to_vec()).await?;
+    ///     wal.close().await?;
+    ///     assert!(matches!(shared.append(b"y".to_vec()).await, Err(wal::Error::Closed)));
+    ///     assert!(matches!(wal.close().await, Err(wal::Error::Closed)));
+    ///     Ok::<_, wal::Error>(())
+    /// }).unwrap();
+    /// ```
+    pub async fn close(&self) -> Result<()> {
         let inner = &self.inner;
         let _lifecycle = inner.lifecycle.lock().await;
+        if inner.state().closed {
+            return Err(Error::Closed);
+        }
         if inner.opts.read_only {
             inner.state().closed = true;
             inner.invalidate_readers();

@@ -57,10 +57,7 @@ fn a_meta_rename_that_fails_after_taking_effect_stops_the_wal() {
 fn a_partial_prune_whose_meta_rename_fails_after_taking_effect_loses_nothing_above_it() {
     block_on(async {
         let fs = SimFs::new(8);
-        let opts = Options {
-            segment_max_records: 5,
-            ..Options::default()
-        };
+        let opts = Options::default().segment_max_records(5);
         let wal = open(&fs, opts.clone()).await.unwrap();
         for i in 0..20u64 {
             assert_eq!(wal.append(payload(i, 40)).await.unwrap(), i);
@@ -91,10 +88,7 @@ fn a_partial_prune_whose_meta_rename_fails_after_taking_effect_loses_nothing_abo
 #[test]
 fn a_truncation_never_returns_ok_from_a_stopped_wal() {
     block_on(async {
-        let opts = Options {
-            segment_max_records: 4,
-            ..Options::default()
-        };
+        let opts = Options::default().segment_max_records(4);
         let mut stopped_after_cut = 0;
         for seed in 0..400u64 {
             let fs = SimFs::new(seed);
@@ -177,10 +171,7 @@ fn a_prune_below_the_first_index_removes_a_sealed_segment_wholly_below_it() {
 #[test]
 fn recovery_makes_a_compaction_output_durable_before_removing_its_inputs() {
     block_on(async {
-        let opts = Options {
-            segment_max_records: 4,
-            ..Options::default()
-        };
+        let opts = Options::default().segment_max_records(4);
         let mut lost_renames = 0;
         for seed in 0..32u64 {
             let fs = SimFs::new(seed);
@@ -218,10 +209,7 @@ fn recovery_makes_a_compaction_output_durable_before_removing_its_inputs() {
 fn an_accepted_loss_survives_a_meta_rename_that_failed_after_taking_effect() {
     block_on(async {
         let fs = SimFs::new(9);
-        let opts = Options {
-            segment_max_records: 10,
-            ..Options::default()
-        };
+        let opts = Options::default().segment_max_records(10);
         let wal = open(&fs, opts.clone()).await.unwrap();
         for i in 0..35u64 {
             wal.append(payload(i, 40)).await.unwrap();
@@ -230,10 +218,7 @@ fn an_accepted_loss_survives_a_meta_rename_that_failed_after_taking_effect() {
         wal.close().await.unwrap();
         fs.remove_file(&dir().join(&first)).await.unwrap();
         fs.sync_dir(dir()).await.unwrap();
-        let pit = Options {
-            recovery_mode: wal::RecoveryMode::PointInTime,
-            ..opts.clone()
-        };
+        let pit = opts.clone().recovery_mode(wal::RecoveryMode::PointInTime);
         fs.set_faults(rename_after_effect());
         let wal = open(&fs, pit).await.unwrap();
         fs.set_faults(FaultConfig::none());

@@ -42,26 +42,13 @@ const AFTER: u64 = 3;
 const MAX_POLLS: usize = 400;
 
 fn policies() -> Vec<(&'static str, Options)> {
-    let base = Options {
-        segment_max_records: 4,
-        ..Options::default()
-    };
+    let base = Options::default().segment_max_records(4);
     vec![
         ("always", base.clone()),
-        (
-            "manual",
-            Options {
-                sync_policy: SyncPolicy::Manual,
-                ..base.clone()
-            },
-        ),
+        ("manual", base.clone().sync_policy(SyncPolicy::Manual)),
         (
             "manual+buffer",
-            Options {
-                sync_policy: SyncPolicy::Manual,
-                write_buffer_bytes: 4096,
-                ..base
-            },
+            base.sync_policy(SyncPolicy::Manual).write_buffer_bytes(4096),
         ),
     ]
 }

@@ -13,11 +13,7 @@ use simfs::{CrashKind, SimConfig, SimFs};
 use wal::{Options, SyncPolicy, Wal};
 
 fn opts(policy: SyncPolicy) -> Options {
-    Options {
-        segment_max_records: 4,
-        sync_policy: policy,
-        ..Options::default()
-    }
+    Options::default().segment_max_records(4).sync_policy(policy)
 }
 
 /// Runs the workload until the first error; returns the acknowledged prefix
@@ -178,10 +174,7 @@ fn power_loss_at_every_step_manual_policy() {
 /// existence alone, or never fsyncing it, loses the whole log here.
 fn creation_at_every_step(kind: CrashKind) -> u64 {
     let deep = std::path::Path::new("/data/a/log");
-    let opts = || Options {
-        segment_max_records: 4,
-        ..Options::default()
-    };
+    let opts = || Options::default().segment_max_records(4);
     // One life: open, append, close, reopen, append; the acknowledged count.
     async fn life(fs: &SimFs, deep: &std::path::Path, opts: Options, acked: &mut u64) -> wal::Result<()> {
         let wal = Wal::open(fs.clone(), deep, opts.clone()).await?;

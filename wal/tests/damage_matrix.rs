@@ -89,13 +89,11 @@ const KNOWN_GAPS: &[(Option<Fixture>, &str, Option<RecoveryMode>, &str)] = &[
 ];
 
 fn opts(mode: RecoveryMode) -> Options {
-    Options {
-        segment_max_records: PER_SEGMENT,
-        durable_alignment_bytes: 8,
-        preallocate_bytes: 8192,
-        recovery_mode: mode,
-        ..Options::default()
-    }
+    Options::default()
+        .segment_max_records(PER_SEGMENT)
+        .durable_alignment_bytes(8)
+        .preallocate_bytes(8192)
+        .recovery_mode(mode)
 }
 
 fn payload(i: u64) -> Vec<u8> {
@@ -107,6 +105,7 @@ fn mode_name(m: RecoveryMode) -> &'static str {
         RecoveryMode::TolerateTornTail => "TolerateTornTail",
         RecoveryMode::PointInTime => "PointInTime",
         RecoveryMode::AbsoluteConsistency => "AbsoluteConsistency",
+        _ => "a mode this matrix does not know",
     }
 }
 
@@ -292,10 +291,7 @@ fn build_fixtures() -> Fixtures {
 
         let foreign = tmp.path().join("foreign");
         // Its payloads do not matter, only its names and ids: no fsync per append.
-        let manual = Options {
-            sync_policy: SyncPolicy::Manual,
-            ..opts(mode)
-        };
+        let manual = opts(mode).sync_policy(SyncPolicy::Manual);
         let wal = Wal::open(OsFs::new(), &foreign, manual).await.unwrap();
         for i in 0..RECORDS {
             wal.append(format!("other-{i}").into_bytes()).await.unwrap();
@@ -617,10 +613,8 @@ fn run_cell(fx: &Fixtures, fixture: Fixture, damage: DamageFn, mode: RecoveryMod
         (Err(a), Ok(_)) => failures.push(format!("read-only open failed ({a}), the writable one did not")),
         (Ok(_), Err(b)) => failures.push(format!("read-only open succeeded, the writable one failed ({b})")),
         (Ok((plan, served)), Ok(wal)) => {
-            let done = RecoveryReport {
-                read_only: true,
-                ..wal.recovery_report().clone()
-            };
+            let mut done = wal.recovery_report().clone();
+            done.read_only = true;
             if *plan != done {
                 failures.push(format!(
                     "read-only plan {plan:?} is not what the writable open did: {done:?}"
@@ -688,10 +682,7 @@ fn read_only_open(
     failures: &mut Vec<String>,
 ) -> Result<(RecoveryReport, Vec<String>), Error> {
     let disk = ReadOnlyDisk::new(OsFs::new());
-    let o = Options {
-        read_only: true,
-        ..opts(mode)
-    };
+    let o = opts(mode).read_only(true);
     let opened = block_on(Wal::open(disk.clone(), dir, o));
     let result = match opened {
         Ok(wal) => {

@@ -14,26 +14,16 @@ use wal::{Error, Options, RecoveryMode, SyncPolicy, Wal};
 /// No padding after fsyncs, so frame offsets are easy to compute:
 /// record `i` of the first segment starts at `64 + i * 88` for 50-byte payloads.
 fn unpadded() -> Options {
-    Options {
-        durable_alignment_bytes: 8,
-        preallocate_bytes: 0,
-        ..Options::default()
-    }
+    Options::default().durable_alignment_bytes(8).preallocate_bytes(0)
 }
 
 /// No zero-filling ahead, so file sizes and free space are exact.
 fn no_prealloc() -> Options {
-    Options {
-        preallocate_bytes: 0,
-        ..Options::default()
-    }
+    Options::default().preallocate_bytes(0)
 }
 
 fn small_segments() -> Options {
-    Options {
-        segment_size_bytes: 8192,
-        ..Options::default()
-    }
+    Options::default().segment_size_bytes(8192)
 }
 
 #[test]
@@ -88,10 +78,7 @@ fn first_index_is_configurable_including_zero() {
     block_on(async {
         for first in [0u64, 1, 1_000_000] {
             let fs = SimFs::new(2);
-            let opts = Options {
-                first_index: first,
-                ..Options::default()
-            };
+            let opts = Options::default().first_index(first);
             let wal = open(&fs, opts.clone()).await.unwrap();
             assert_eq!(wal.append(b"a".to_vec()).await.unwrap(), first);
             assert!(matches!(
@@ -110,10 +97,7 @@ fn first_index_is_configurable_including_zero() {
 fn rotation_by_record_count_and_on_request() {
     block_on(async {
         let fs = SimFs::new(3);
-        let opts = Options {
-            segment_max_records: 10,
-            ..Options::default()
-        };
+        let opts = Options::default().segment_max_records(10);
         let wal = open(&fs, opts).await.unwrap();
         for i in 0..35 {
             wal.append(payload(i, 5)).await.unwrap();
@@ -189,11 +173,7 @@ fn second_opener_gets_locked() {
 fn bad_arguments_are_typed_errors() {
     block_on(async {
         let fs = SimFs::new(6);
-        let opts = Options {
-            max_record_bytes: 1000,
-            max_batch_records: 4,
-            ..Options::default()
-        };
+        let opts = Options::default().max_record_bytes(1000).max_batch_records(4);
         let wal = open(&fs, opts).await.unwrap();
         assert!(matches!(
             wal.append(vec![0; 1001]).await,
@@ -214,10 +194,7 @@ fn bad_arguments_are_typed_errors() {
         assert_eq!(wal.append(vec![]).await.unwrap(), 0);
         assert_eq!(wal.read(0).await.unwrap(), Vec::<u8>::new());
 
-        let bad = Options {
-            segment_size_bytes: 10,
-            ..Options::default()
-        };
+        let bad = Options::default().segment_size_bytes(10);
         assert!(matches!(
             open(&SimFs::new(1), bad).await,
             Err(Error::InvalidArgument(_))
@@ -249,10 +226,7 @@ fn torn_tail_is_cut_and_unsynced_records_may_go() {
                 ..SimConfig::default()
             };
             let fs = SimFs::with_config(seed, cfg);
-            let opts = Options {
-                sync_policy: SyncPolicy::Manual,
-                ..Options::default()
-            };
+            let opts = Options::default().sync_policy(SyncPolicy::Manual);
             let wal = open(&fs, opts.clone()).await.unwrap();
             for i in 0..20 {
                 wal.append(payload(i, 200)).await.unwrap();
@@ -310,10 +284,7 @@ fn mid_log_corruption_in_active_segment_is_an_error_not_a_cut() {
             other => panic!("expected corruption, got {:?}", other.map(|_| ())),
         }
         // Point-in-time recovery accepts the loss and cuts at the damage.
-        let opts = Options {
-            recovery_mode: RecoveryMode::PointInTime,
-            ..unpadded()
-        };
+        let opts = unpadded().recovery_mode(RecoveryMode::PointInTime);
         let wal = open(&fs, opts).await.unwrap();
         assert_eq!(wal.next_index(), 2);
     });
@@ -335,10 +306,7 @@ fn a_point_in_time_open_past_damage_reads_in_chunks_not_per_frame() {
         let name = wal.segment_files()[0].0.clone();
         drop(wal);
         corrupt(&fs, &name, 64 + 2 * 88 + 40).await;
-        let opts = Options {
-            recovery_mode: RecoveryMode::PointInTime,
-            ..unpadded()
-        };
+        let opts = unpadded().recovery_mode(RecoveryMode::PointInTime);
         let since = fs.next_seq();
         let wal = open(&fs, opts).await.unwrap();
         assert_eq!(wal.next_index(), 2);
@@ -423,10 +391,7 @@ fn a_zeroed_frame_start_before_non_zero_bytes_is_damage_not_the_end() {
         let name = wal.segment_files()[0].0.clone();
         drop(wal);
         zero(&fs, &name, 64 + 2 * 88, 16).await;
-        let strict = Options {
-            recovery_mode: RecoveryMode::AbsoluteConsistency,
-            ..unpadded()
-        };
+        let strict = unpadded().recovery_mode(RecoveryMode::AbsoluteConsistency);
         assert!(matches!(open(&fs, strict).await, Err(Error::Corruption { .. })));
         let wal = open(&fs, unpadded()).await.unwrap();
         assert_eq!(wal.next_index(), 2);
@@ -446,10 +411,7 @@ fn damage_in_last_record_is_a_torn_tail_unless_absolute_consistency() {
         let name = wal.segment_files()[0].0.clone();
         drop(wal);
         corrupt(&fs, &name, 64 + 2 * 88 + 40).await;
-        let strict = Options {
-            recovery_mode: RecoveryMode::AbsoluteConsistency,
-            ..unpadded()
-        };
+        let strict = unpadded().recovery_mode(RecoveryMode::AbsoluteConsistency);
         assert!(matches!(open(&fs, strict).await, Err(Error::Corruption { .. })));
         let wal = open(&fs, unpadded()).await.unwrap();
         assert_eq!(wal.next_index(), 2);
@@ -489,10 +451,7 @@ fn an_open_that_fails_after_finding_damage_leaves_it_for_the_next_open_to_report
 fn corrupt_sealed_segment_is_reported_on_read() {
     block_on(async {
         let fs = SimFs::new(10);
-        let opts = Options {
-            segment_max_records: 5,
-            ..unpadded()
-        };
+        let opts = unpadded().segment_max_records(5);
         let wal = open(&fs, opts.clone()).await.unwrap();
         for i in 0..12 {
             wal.append(payload(i, 50)).await.unwrap();
@@ -537,10 +496,7 @@ fn corrupt_sealed_segment_is_reported_on_read() {
 fn gaps_and_overlaps_in_names_are_corruption() {
     block_on(async {
         let fs = SimFs::new(11);
-        let opts = Options {
-            segment_max_records: 5,
-            ..Options::default()
-        };
+        let opts = Options::default().segment_max_records(5);
         let wal = open(&fs, opts.clone()).await.unwrap();
         for i in 0..17 {
             wal.append(payload(i, 5)).await.unwrap();
@@ -633,10 +589,7 @@ fn enospc_fails_the_group_cuts_back_and_goes_on() {
 fn failed_rotation_keeps_memory_equal_to_disk() {
     block_on(async {
         let fs = SimFs::new(15);
-        let opts = Options {
-            segment_max_records: 3,
-            ..Options::default()
-        };
+        let opts = Options::default().segment_max_records(3);
         let wal = open(&fs, opts.clone()).await.unwrap();
         for i in 0..3 {
             wal.append(payload(i, 5)).await.unwrap();
@@ -668,10 +621,7 @@ fn failed_rotation_keeps_memory_equal_to_disk() {
 fn manual_sync_makes_records_durable() {
     block_on(async {
         let fs = SimFs::new(16);
-        let opts = Options {
-            sync_policy: SyncPolicy::Manual,
-            ..Options::default()
-        };
+        let opts = Options::default().sync_policy(SyncPolicy::Manual);
         let wal = open(&fs, opts.clone()).await.unwrap();
         for i in 0..10 {
             wal.append(payload(i, 30)).await.unwrap();
@@ -690,10 +640,7 @@ fn manual_sync_makes_records_durable() {
 fn process_crash_keeps_page_cache_and_recovery_makes_it_durable() {
     block_on(async {
         let fs = SimFs::new(17);
-        let opts = Options {
-            sync_policy: SyncPolicy::Manual,
-            ..Options::default()
-        };
+        let opts = Options::default().sync_policy(SyncPolicy::Manual);
         let wal = open(&fs, opts.clone()).await.unwrap();
         for i in 0..10 {
             wal.append(payload(i, 30)).await.unwrap();
@@ -715,10 +662,7 @@ fn process_crash_keeps_page_cache_and_recovery_makes_it_durable() {
 fn iterator_runs_alongside_appends_and_rotation() {
     block_on(async {
         let fs = SimFs::new(18);
-        let opts = Options {
-            segment_max_records: 7,
-            ..Options::default()
-        };
+        let opts = Options::default().segment_max_records(7);
         let wal = open(&fs, opts).await.unwrap();
         let mut it = wal.iter_from(0).unwrap();
         let mut seen = Vec::new();
@@ -738,14 +682,11 @@ fn iterator_runs_alongside_appends_and_rotation() {
 fn batched_policy_waits_and_stays_durable() {
     block_on(async {
         let fs = SimFs::new(19);
-        let opts = Options {
-            sync_policy: SyncPolicy::Batched {
-                max_delay_us: 100,
-                max_records: 8,
-                sleeper: wal::Sleeper::new(|_| Box::pin(async {})),
-            },
-            ..Options::default()
-        };
+        let opts = Options::default().sync_policy(SyncPolicy::batched(
+            std::time::Duration::from_micros(100),
+            8,
+            wal::Sleeper::new(|_| Box::pin(async {})),
+        ));
         let wal = open(&fs, opts.clone()).await.unwrap();
         let w = &wal;
         futures::future::join_all((0..32u64).map(|i| async move { w.append(payload(i, 10)).await.unwrap() })).await;
@@ -760,10 +701,7 @@ fn batched_policy_waits_and_stays_durable() {
 fn large_and_empty_records() {
     block_on(async {
         let fs = SimFs::new(20);
-        let opts = Options {
-            max_record_bytes: 1 << 20,
-            ..small_segments()
-        };
+        let opts = small_segments().max_record_bytes(1 << 20);
         let wal = open(&fs, opts.clone()).await.unwrap();
         wal.append(vec![]).await.unwrap();
         wal.append(vec![7; 1 << 20]).await.unwrap();
@@ -869,10 +807,7 @@ async fn downgrade(fs: &SimFs, path: &Path, len: usize) {
 fn a_format_1_log_opens_and_takes_a_log_id() {
     block_on(async {
         let fs = SimFs::new(24);
-        let opts = Options {
-            segment_max_records: 5,
-            ..Options::default()
-        };
+        let opts = Options::default().segment_max_records(5);
         let wal = open(&fs, opts.clone()).await.unwrap();
         for i in 0..12 {
             wal.append(payload(i, 30)).await.unwrap();
@@ -944,10 +879,7 @@ fn records_served_after_a_failed_fsync_survive_the_next_power_loss() {
     for policy in [SyncPolicy::Always, SyncPolicy::Manual] {
         block_on(async {
             let fs = SimFs::new(24);
-            let opts = Options {
-                sync_policy: policy.clone(),
-                ..Options::default()
-            };
+            let opts = Options::default().sync_policy(policy.clone());
             let wal = open(&fs, opts.clone()).await.unwrap();
             for i in 0..3 {
                 wal.append(payload(i, 100)).await.unwrap();
@@ -979,10 +911,7 @@ fn records_served_after_a_failed_fsync_survive_the_next_power_loss() {
 fn preallocation_zero_fills_ahead_and_is_trimmed_at_close() {
     block_on(async {
         let fs = SimFs::new(25);
-        let opts = Options {
-            preallocate_bytes: 64 << 10,
-            ..Options::default()
-        };
+        let opts = Options::default().preallocate_bytes(64 << 10);
         let wal = open(&fs, opts.clone()).await.unwrap();
         for i in 0..5 {
             wal.append(payload(i, 100)).await.unwrap();
@@ -1040,10 +969,7 @@ fn a_failed_seal_of_an_unaligned_durable_tail_fails_the_group_instead_of_writing
             ..SimConfig::default()
         };
         let fs = SimFs::with_config(seed, cfg);
-        let opts = || Options {
-            sync_policy: SyncPolicy::Manual,
-            ..Options::default()
-        };
+        let opts = || Options::default().sync_policy(SyncPolicy::Manual);
         block_on(async {
             let wal = open(&fs, opts()).await.unwrap();
             wal.append(payload(0, 100)).await.unwrap();
@@ -1091,10 +1017,7 @@ fn a_loss_accepted_at_a_point_in_time_open_is_not_promised_again() {
     // fault failed with MissingRecords. The accepted loss is the new promise.
     block_on(async {
         let fs = SimFs::new(8);
-        let opts = Options {
-            segment_max_records: 10,
-            ..unpadded()
-        };
+        let opts = unpadded().segment_max_records(10);
         let wal = open(&fs, opts.clone()).await.unwrap();
         for i in 0..35 {
             wal.append(payload(i, 50)).await.unwrap();
@@ -1107,10 +1030,7 @@ fn a_loss_accepted_at_a_point_in_time_open_is_not_promised_again() {
             open(&fs, opts.clone()).await,
             Err(Error::MissingRecords { first: 0, end: 10, .. })
         ));
-        let pit = Options {
-            recovery_mode: RecoveryMode::PointInTime,
-            ..opts.clone()
-        };
+        let pit = opts.clone().recovery_mode(RecoveryMode::PointInTime);
         let wal = open(&fs, pit.clone()).await.unwrap();
         assert_eq!(wal.recovery_report().lost.len(), 1);
         assert_eq!(wal.first_index(), 10);

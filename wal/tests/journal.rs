@@ -263,10 +263,7 @@ fn a_read_only_open_refuses_a_whole_journal_and_leaves_a_torn_one() {
         put(&fs, &name, &[&bytes[..64], &[0xAB; 136][..], &bytes[200..]].concat()).await;
         let whole = journal(64, &name, &good);
         put(&fs, JOURNAL, &whole).await;
-        let ro = Options {
-            read_only: true,
-            ..Options::default()
-        };
+        let ro = Options::default().read_only(true);
         // Its bytes are the only good copy of record 0: no open may serve
         // the segment without them, and a read-only open cannot write them.
         match open(&fs, ro.clone()).await {

@@ -10,10 +10,7 @@ use simfs::{CrashKind, FaultConfig, File, Fs, OpenOptions, SimConfig, SimFs};
 use wal::{CompactionOptions, Error, Options, Wal};
 
 fn five_per_segment() -> Options {
-    Options {
-        segment_max_records: 5,
-        ..Options::default()
-    }
+    Options::default().segment_max_records(5)
 }
 
 async fn fill(wal: &Wal<SimFs>, n: u64) {
@@ -89,10 +86,7 @@ fn prune_past_the_end_empties_the_log_and_allows_a_snapshot_index() {
 fn iterators_hold_prune_back_until_dropped_or_expired() {
     block_on(async {
         let fs = SimFs::new(4);
-        let opts = Options {
-            max_lease_holds: 3,
-            ..five_per_segment()
-        };
+        let opts = five_per_segment().max_lease_holds(3);
         let wal = open(&fs, opts).await.unwrap();
         fill(&wal, 23).await;
         let mut it = wal.iter_from(3).unwrap();
@@ -327,10 +321,9 @@ fn compaction_merges_small_adjacent_segments() {
             .unwrap();
         fill(&wal, 26).await;
         let before = collect(&wal).await.unwrap();
-        let opts = CompactionOptions {
-            small_segment_bytes: 1 << 20,
-            max_output_bytes: 60 << 10,
-        };
+        let opts = CompactionOptions::default()
+            .small_segment_bytes(1 << 20)
+            .max_output_bytes(60 << 10);
         let plan = wal.compaction_plan(opts).await.unwrap();
         assert!(!plan.runs.is_empty());
         let printed = plan.to_string();
@@ -444,10 +437,7 @@ fn an_unaligned_clean_close_reopens_from_the_marker() {
                 ..SimConfig::default()
             },
         );
-        let opts = Options {
-            sync_policy: wal::SyncPolicy::Manual,
-            ..Options::default()
-        };
+        let opts = Options::default().sync_policy(wal::SyncPolicy::Manual);
         let wal = open(&fs, opts.clone()).await.unwrap();
         for i in 0..5u64 {
             assert_eq!(wal.append(payload(i, 100)).await.unwrap(), i);
@@ -503,10 +493,11 @@ fn crash_every_step(op: &'static str) {
                 "truncate" => wal.truncate_after(7).await,
                 "truncate_batch" => wal.truncate_after(24).await,
                 "compact" => wal
-                    .compact(CompactionOptions {
-                        small_segment_bytes: 1 << 20,
-                        max_output_bytes: 1 << 20,
-                    })
+                    .compact(
+                        CompactionOptions::default()
+                            .small_segment_bytes(1 << 20)
+                            .max_output_bytes(1 << 20),
+                    )
                     .await
                     .map(|_| ()),
                 "close" => wal.close().await,
@@ -585,14 +576,12 @@ fn a_power_loss_mid_truncation_never_tears_the_kept_records() {
     // end inside a unit. Either way the cut seals the holder by name and
     // changes no byte of it.
     for manual in [false, true] {
-        let opts = || Options {
-            segment_max_records: 64,
-            sync_policy: if manual {
+        let opts = || {
+            Options::default().segment_max_records(64).sync_policy(if manual {
                 wal::SyncPolicy::Manual
             } else {
                 wal::SyncPolicy::Always
-            },
-            ..Options::default()
+            })
         };
         let run = |crash_at: u64, seed: u64| -> u64 {
             let cfg = SimConfig {
@@ -653,14 +642,12 @@ fn a_power_loss_mid_truncation_never_tears_the_kept_records() {
 #[test]
 fn a_power_loss_at_every_step_of_recovery_keeps_every_acknowledged_record() {
     for manual in [false, true] {
-        let opts = || Options {
-            segment_max_records: 64,
-            sync_policy: if manual {
+        let opts = || {
+            Options::default().segment_max_records(64).sync_policy(if manual {
                 wal::SyncPolicy::Manual
             } else {
                 wal::SyncPolicy::Always
-            },
-            ..Options::default()
+            })
         };
         let mut replays = 0;
         let mut run = |crash_at: u64, seed: u64| -> u64 {
@@ -823,10 +810,7 @@ fn a_buffering_iterator_notices_truncation_prune_and_stop() {
         assert_eq!(it.next().await.unwrap().unwrap(), (3, b"new3".to_vec()));
 
         // A lease revoked while its records sit in the iterator's buffer.
-        let opts = Options {
-            max_lease_holds: 1,
-            ..five_per_segment()
-        };
+        let opts = five_per_segment().max_lease_holds(1);
         let wal = open(&SimFs::new(13), opts).await.unwrap();
         fill(&wal, 20).await;
         let mut it = wal.iter_from(0).unwrap();
@@ -963,10 +947,9 @@ async fn compact_three(wal: &Wal<SimFs>, fs: &SimFs) -> (Vec<(String, Vec<u8>)>,
         inputs.push((n, bytes));
     }
     assert_eq!(inputs.len(), 3, "{inputs:?}");
-    let opts = CompactionOptions {
-        small_segment_bytes: 1 << 20,
-        max_output_bytes: 1 << 20,
-    };
+    let opts = CompactionOptions::default()
+        .small_segment_bytes(1 << 20)
+        .max_output_bytes(1 << 20);
     assert_eq!(wal.compact(opts).await.unwrap().runs.len(), 1);
     let outputs = sealed_names(fs).await;
     assert_eq!(outputs.len(), 1, "{outputs:?}");

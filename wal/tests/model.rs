@@ -73,13 +73,11 @@ async fn run(seed: u64, manual: bool, ops: Vec<Op>) {
         ..SimConfig::default()
     };
     let fs = SimFs::with_config(seed, cfg);
-    let opts = Options {
-        segment_size_bytes: 16 << 10,
-        segment_max_records: 9,
-        first_index: seed % 3,
-        sync_policy: if manual { SyncPolicy::Manual } else { SyncPolicy::Always },
-        ..Options::default()
-    };
+    let opts = Options::default()
+        .segment_size_bytes(16 << 10)
+        .segment_max_records(9)
+        .first_index(seed % 3)
+        .sync_policy(if manual { SyncPolicy::Manual } else { SyncPolicy::Always });
     let mut wal = Some(Wal::open(fs.clone(), dir(), opts.clone()).await.unwrap());
     // Under `Always` every acknowledged record is durable.
     let durable = !manual;
@@ -171,10 +169,9 @@ async fn run(seed: u64, manual: bool, ops: Vec<Op>) {
             }
             Op::Compact => {
                 let before = collect(w).await.unwrap();
-                let opts = wal::CompactionOptions {
-                    small_segment_bytes: 1 << 20,
-                    max_output_bytes: 1 << 20,
-                };
+                let opts = wal::CompactionOptions::default()
+                    .small_segment_bytes(1 << 20)
+                    .max_output_bytes(1 << 20);
                 w.compact(opts).await.unwrap();
                 assert_eq!(collect(w).await.unwrap(), before);
             }

@@ -12,20 +12,14 @@ use common::*;
 use futures::executor::block_on;
 use read_only_disk::ReadOnlyDisk;
 use simfs::{CrashKind, Fs, SimFs};
-use wal::{CompactionOptions, Error, Options, RecoveryReport, Wal};
+use wal::{CompactionOptions, Error, Options, Wal};
 
 fn ro() -> Options {
-    Options {
-        read_only: true,
-        ..small()
-    }
+    small().read_only(true)
 }
 
 fn small() -> Options {
-    Options {
-        segment_max_records: 20,
-        ..Options::default()
-    }
+    Options::default().segment_max_records(20)
 }
 
 async fn filled(fs: &SimFs, n: u64) {
@@ -142,10 +136,8 @@ fn after_a_crash_the_plan_is_what_a_writable_open_does() {
             };
             assert!(disk.refused().is_empty(), "seed {seed}: {:?}", disk.refused());
             let w = open(&fs, small()).await.unwrap();
-            let done = RecoveryReport {
-                read_only: true,
-                ..w.recovery_report().clone()
-            };
+            let mut done = w.recovery_report().clone();
+            done.read_only = true;
             assert_eq!(plan, done, "seed {seed}");
             assert_eq!(served, collect(&w).await.unwrap(), "seed {seed}");
             if plan.torn_bytes_cut + plan.zero_bytes_cut + plan.rewritten_bytes > 0 {

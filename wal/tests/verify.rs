@@ -18,12 +18,10 @@ const SEGMENT_HEADER_BYTES: usize = 64;
 const FRAME_HEADER_BYTES: usize = 32;
 
 fn opts() -> Options {
-    Options {
-        segment_max_records: 100,
-        durable_alignment_bytes: 8,
-        preallocate_bytes: 8192,
-        ..Options::default()
-    }
+    Options::default()
+        .segment_max_records(100)
+        .durable_alignment_bytes(8)
+        .preallocate_bytes(8192)
 }
 
 /// A log of 550 records (5 sealed segments of 100, an active one of 50).
@@ -155,10 +153,7 @@ fn a_read_only_open_verifies_and_a_writer_keeps_verify_dir_out() {
     ));
     block_on(wal.close()).unwrap();
     let disk = ReadOnlyDisk::new(OsFs::new());
-    let ro = Options {
-        read_only: true,
-        ..opts()
-    };
+    let ro = opts().read_only(true);
     let wal = block_on(Wal::open(disk.clone(), tmp.path(), ro)).unwrap();
     let r = block_on(wal.verify()).unwrap();
     assert!(r.is_intact(), "{r}");

@@ -24,11 +24,9 @@ use simfs::{CrashKind, FaultConfig, OsFs, SimConfig, SimFs};
 use wal::{CompactionOptions, Error, Options, SyncPolicy, Wal};
 
 fn buffered(bytes: usize) -> Options {
-    Options {
-        sync_policy: SyncPolicy::Manual,
-        write_buffer_bytes: bytes,
-        ..Options::default()
-    }
+    Options::default()
+        .sync_policy(SyncPolicy::Manual)
+        .write_buffer_bytes(bytes)
 }
 
 /// The index one past the last record in the segment files (not buffered).
@@ -47,22 +45,16 @@ fn the_buffer_needs_the_manual_policy_and_a_bounded_size() {
         Err(Error::InvalidArgument(_))
     ));
     for policy in [SyncPolicy::Always, SyncPolicy::default()] {
-        let o = Options {
-            sync_policy: policy,
-            write_buffer_bytes: 4096,
-            ..Options::default()
-        };
+        let o = Options::default().sync_policy(policy).write_buffer_bytes(4096);
         assert!(matches!(o.validate(), Err(Error::InvalidArgument(_))));
     }
-    let batched = Options {
-        sync_policy: SyncPolicy::Batched {
-            max_delay_us: 10,
-            max_records: 4,
-            sleeper: wal::Sleeper::new(|_| Box::pin(async {})),
-        },
-        write_buffer_bytes: 4096,
-        ..Options::default()
-    };
+    let batched = Options::default()
+        .sync_policy(SyncPolicy::batched(
+            std::time::Duration::from_micros(10),
+            4,
+            wal::Sleeper::new(|_| Box::pin(async {})),
+        ))
+        .write_buffer_bytes(4096);
     assert!(batched.validate().is_err());
 }
 
@@ -279,10 +271,7 @@ fn rotation_truncation_and_close_write_the_buffer_first() {
 fn rotation_by_size_keeps_buffered_frames_in_their_segment() {
     block_on(async {
         let fs = SimFs::new(7);
-        let opts = Options {
-            segment_size_bytes: 8192,
-            ..buffered(3000)
-        };
+        let opts = buffered(3000).segment_size_bytes(8192);
         let wal = open(&fs, opts.clone()).await.unwrap();
         for i in 0..400 {
             wal.append(payload(i, 1 + (i as usize * 37) % 700)).await.unwrap();
@@ -307,10 +296,7 @@ fn rotation_by_size_keeps_buffered_frames_in_their_segment() {
 fn prune_and_compaction_write_the_buffer_first() {
     block_on(async {
         let fs = SimFs::new(8);
-        let opts = Options {
-            segment_max_records: 5,
-            ..buffered(1 << 20)
-        };
+        let opts = buffered(1 << 20).segment_max_records(5);
         let wal = open(&fs, opts.clone()).await.unwrap();
         for i in 0..23 {
             wal.append(payload(i, 10)).await.unwrap();
@@ -318,10 +304,11 @@ fn prune_and_compaction_write_the_buffer_first() {
         // Compaction with records in the buffer: it merges sealed segments
         // and leaves the buffered ones readable.
         let plan = wal
-            .compact(CompactionOptions {
-                small_segment_bytes: 1 << 20,
-                max_output_bytes: 1 << 20,
-            })
+            .compact(
+                CompactionOptions::default()
+                    .small_segment_bytes(1 << 20)
+                    .max_output_bytes(1 << 20),
+            )
             .await
             .unwrap();
         assert_eq!(plan.runs.len(), 1);
@@ -546,10 +533,7 @@ async fn crash_workload(wal: &Wal<SimFs>) -> (u64, u64, u64) {
 }
 
 fn crash_opts() -> Options {
-    Options {
-        segment_max_records: 16,
-        ..buffered(1024)
-    }
+    buffered(1024).segment_max_records(16)
 }
 
 /// Crashes at every filesystem operation of the workload; the recovered log
