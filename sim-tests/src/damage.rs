@@ -530,6 +530,30 @@ pub fn explain_unjournaled_rewrite<'a>(
         })
 }
 
+/// Garbage that can explain a report of damage at an offset of inode `ino`
+/// whose frame ends at `frame_end` because recovery's in-place rewrite was
+/// writing that unit, with the journal that should have restored it lost
+/// at the same power loss (its sync or its directory entry claimed and not
+/// kept, same simulated instant). Returns both entries (soak seed
+/// 95018738: the journal's fsync lied, the rewrite tore the segment's
+/// header with garbage, and the next open, finding the journal torn,
+/// removed it and reported the header). Garbage alone is no excuse: the
+/// WAL must journal a unit holding durable data before rewriting it.
+pub fn explain_unjournaled_report(ledger: &[Damage], ino: u64, frame_end: u64) -> Option<(&Damage, &Damage)> {
+    ledger
+        .iter()
+        .filter(|g| g.kind == DamageKind::Garbage && g.ino == ino && g.range.start < frame_end)
+        .find_map(|g| {
+            let dir = g.path.as_deref()?.rsplit_once('/')?.0;
+            let journal = ledger.iter().find(|j| {
+                j.path.as_deref().and_then(|p| p.rsplit_once('/')) == Some((dir, JOURNAL_NAME))
+                    && matches!(j.kind, DamageKind::UnpersistedSync | DamageKind::UnpersistedDirOp)
+                    && j.time_ns == g.time_ns
+            })?;
+            Some((g, journal))
+        })
+}
+
 /// The first damage in `ledger` that can explain a report of damage (or a
 /// persistent read error) at an offset of inode `ino` whose frame ends at
 /// `frame_end`: a kind `accept` takes, on that inode, starting before
@@ -552,6 +576,48 @@ mod tests {
     /// Seed 108 (crash placements off): a lying fsync of `/` at the log's
     /// creation, never repaired; a power loss after the heal took `/db`.
     /// Only a lost entry on the log's own path, lost since `since`, counts.
+    /// Soak seed 95018738's shape: garbage over a segment's header from
+    /// recovery's rewrite, the journal's claimed sync lost at the same
+    /// power loss. Garbage alone, a journal lost at another instant, or
+    /// garbage past the reported frame explain nothing.
+    #[test]
+    fn a_report_over_an_unjournaled_rewrite_needs_the_journal_lost_with_it() {
+        let d = |kind, ino, path: &str, range: std::ops::Range<u64>, time_ns| Damage {
+            seq: 1,
+            time_ns,
+            kind,
+            ino,
+            path: Some(path.into()),
+            range,
+        };
+        let seg = "/db/wal/00000000000000000056-active-0000000000000014.wal";
+        let garbage = d(DamageKind::Garbage, 24, seg, 0..512, 7);
+        let journal = d(
+            DamageKind::UnpersistedSync,
+            47,
+            "/db/wal/recovery.journal",
+            4096..4608,
+            7,
+        );
+        let both = vec![garbage.clone(), journal.clone()];
+        assert!(explain_unjournaled_report(&both, 24, 64).is_some());
+        assert!(
+            explain_unjournaled_report(&both, 24, 0).is_none(),
+            "garbage past the frame"
+        );
+        assert!(explain_unjournaled_report(&both, 25, 64).is_none(), "another file");
+        assert!(
+            explain_unjournaled_report(&[garbage.clone()], 24, 64).is_none(),
+            "garbage alone"
+        );
+        let mut later = journal;
+        later.time_ns = 8;
+        assert!(
+            explain_unjournaled_report(&[garbage, later], 24, 64).is_none(),
+            "another power loss"
+        );
+    }
+
     #[test]
     fn a_lost_entry_on_the_log_path_is_found_and_no_other() {
         let lost = |seq: u64, path: &str| Damage {

@@ -1734,6 +1734,15 @@ impl Oracle {
         if let Some(d) = damage::explain_report(&ledger, ino, end, &accept) {
             return Some(damage::describe(d));
         }
+        if !latent {
+            if let Some((garbage, journal)) = damage::explain_unjournaled_report(&ledger, ino, end) {
+                return Some(format!(
+                    "{} in recovery's in-place rewrite, its journal lost at the same power loss: {}",
+                    damage::describe(garbage),
+                    damage::describe(journal)
+                ));
+            }
+        }
         // Known WAL gap (recovery-trust issue): a read of a sealed segment
         // checks the whole segment first, so damage further on is reported
         // at the frame the read started from. Evidence on the same file
