@@ -607,7 +607,7 @@ mod tests {
         );
         assert!(explain_unjournaled_report(&both, 25, 64).is_none(), "another file");
         assert!(
-            explain_unjournaled_report(&[garbage.clone()], 24, 64).is_none(),
+            explain_unjournaled_report(std::slice::from_ref(&garbage), 24, 64).is_none(),
             "garbage alone"
         );
         let mut later = journal;
