@@ -507,27 +507,31 @@ pub fn explain_unjournaled_rewrite<'a>(
                 && d.seq >= since
                 && (point_in_time || !layout.proves_durable(d.ino, d.range.end, index))
         })
-        .find_map(|g| {
-            let dir = g.path.as_deref()?.rsplit_once('/')?.0;
-            let journal = ledger.iter().find(|j| {
-                let is_journal = j.path.as_deref().and_then(|p| p.rsplit_once('/')) == Some((dir, JOURNAL_NAME));
-                // Its claimed sync lost at the same power loss, or its
-                // durable bytes destroyed by a media fault after this
-                // recovery began and before the garbage (soak seed
-                // 91032878: a misdirected write over the journal's header
-                // made it look torn, so the next open dropped it as one
-                // that no in-place write had followed).
-                let lost_at_power_loss = matches!(j.kind, DamageKind::UnpersistedSync | DamageKind::UnpersistedDirOp)
-                    && j.time_ns == g.time_ns;
-                let destroyed = matches!(
-                    j.kind,
-                    DamageKind::MisdirectedDest | DamageKind::BitRot | DamageKind::LatentSector
-                ) && j.seq >= since
-                    && j.seq <= g.seq;
-                is_journal && (lost_at_power_loss || destroyed)
-            })?;
-            Some((g, journal))
-        })
+        .find_map(|g| Some((g, lost_journal(ledger, g, Some(since))?)))
+}
+
+/// The damage of the `recovery.journal` beside the file `garbage` struck
+/// that left recovery's in-place rewrite unprotected: its claimed sync or
+/// directory entry lost at the same power loss, or (with `destroyed_since`)
+/// its durable bytes destroyed by a media fault from that trace position
+/// on and before the garbage (soak seed 91032878: a misdirected write over
+/// the journal's header made it look torn, so the next open dropped it as
+/// one that no in-place write had followed).
+fn lost_journal<'a>(ledger: &'a [Damage], garbage: &Damage, destroyed_since: Option<u64>) -> Option<&'a Damage> {
+    let dir = garbage.path.as_deref()?.rsplit_once('/')?.0;
+    ledger.iter().find(|j| {
+        let is_journal = j.path.as_deref().and_then(|p| p.rsplit_once('/')) == Some((dir, JOURNAL_NAME));
+        let lost_at_power_loss = matches!(j.kind, DamageKind::UnpersistedSync | DamageKind::UnpersistedDirOp)
+            && j.time_ns == garbage.time_ns;
+        let destroyed = destroyed_since.is_some_and(|since| {
+            matches!(
+                j.kind,
+                DamageKind::MisdirectedDest | DamageKind::BitRot | DamageKind::LatentSector
+            ) && j.seq >= since
+                && j.seq <= garbage.seq
+        });
+        is_journal && (lost_at_power_loss || destroyed)
+    })
 }
 
 /// Garbage that can explain a report of damage at an offset of inode `ino`
@@ -543,15 +547,7 @@ pub fn explain_unjournaled_report(ledger: &[Damage], ino: u64, frame_end: u64) -
     ledger
         .iter()
         .filter(|g| g.kind == DamageKind::Garbage && g.ino == ino && g.range.start < frame_end)
-        .find_map(|g| {
-            let dir = g.path.as_deref()?.rsplit_once('/')?.0;
-            let journal = ledger.iter().find(|j| {
-                j.path.as_deref().and_then(|p| p.rsplit_once('/')) == Some((dir, JOURNAL_NAME))
-                    && matches!(j.kind, DamageKind::UnpersistedSync | DamageKind::UnpersistedDirOp)
-                    && j.time_ns == g.time_ns
-            })?;
-            Some((g, journal))
-        })
+        .find_map(|g| Some((g, lost_journal(ledger, g, None)?)))
 }
 
 /// The first damage in `ledger` that can explain a report of damage (or a
@@ -573,9 +569,6 @@ pub fn explain_report<'a>(
 mod tests {
     use super::*;
 
-    /// Seed 108 (crash placements off): a lying fsync of `/` at the log's
-    /// creation, never repaired; a power loss after the heal took `/db`.
-    /// Only a lost entry on the log's own path, lost since `since`, counts.
     /// Soak seed 95018738's shape: garbage over a segment's header from
     /// recovery's rewrite, the journal's claimed sync lost at the same
     /// power loss. Garbage alone, a journal lost at another instant, or
@@ -618,6 +611,9 @@ mod tests {
         );
     }
 
+    /// Seed 108 (crash placements off): a lying fsync of `/` at the log's
+    /// creation, never repaired; a power loss after the heal took `/db`.
+    /// Only a lost entry on the log's own path, lost since `since`, counts.
     #[test]
     fn a_lost_entry_on_the_log_path_is_found_and_no_other() {
         let lost = |seq: u64, path: &str| Damage {

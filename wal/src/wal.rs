@@ -218,6 +218,15 @@ impl<F: Fs> Inner<F> {
 
     /// Makes every iterator re-check the state before serving another
     /// record. Call it AFTER the state change is visible in `State`.
+    /// Marks the log closed (every later call returns `Closed`), ends what
+    /// iterators buffered and releases the directory lock: the last step of
+    /// `close` and of dropping the last `Wal` handle.
+    pub(crate) fn release(&self) {
+        self.state().closed = true;
+        self.invalidate_readers();
+        self.lock.lock().unwrap_or_else(|e| e.into_inner()).take();
+    }
+
     pub(crate) fn invalidate_readers(&self) {
         self.reader_epoch.fetch_add(1, Ordering::AcqRel);
     }
@@ -471,9 +480,7 @@ impl<F: Fs> Clone for Wal<F> {
 impl<F: Fs> Drop for Wal<F> {
     fn drop(&mut self) {
         if self.inner.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.inner.state().closed = true;
-            self.inner.invalidate_readers();
-            self.inner.lock.lock().unwrap_or_else(|e| e.into_inner()).take();
+            self.inner.release();
         }
     }
 }
@@ -889,9 +896,7 @@ impl<F: Fs> Wal<F> {
             return Err(Error::Closed);
         }
         if inner.opts.read_only {
-            inner.state().closed = true;
-            inner.invalidate_readers();
-            inner.lock.lock().unwrap_or_else(|e| e.into_inner()).take();
+            inner.release();
             info!(dir = %inner.dir.display(), "closed (read-only)");
             return Ok(());
         }
@@ -913,10 +918,10 @@ impl<F: Fs> Wal<F> {
             // Where the log ends, so the next open reads no record data.
             result = inner.write_clean_marker(w.active_end()).await;
         }
-        inner.state().closed = true;
-        inner.invalidate_readers();
+        // Closed before the writer mutex goes: an appender waiting for it
+        // finds the log closed instead of writing after the marker.
+        inner.release();
         drop(w);
-        inner.lock.lock().unwrap_or_else(|e| e.into_inner()).take();
         info!(dir = %inner.dir.display(), "closed");
         result
     }
