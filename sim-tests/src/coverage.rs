@@ -219,6 +219,9 @@ pub struct Checks {
     /// Prune results and iterator skips and expiries checked against the
     /// live iterators' leases (`crate::leases`).
     pub lease_checks: u64,
+    /// Read errors whose injected fault (an EIO into that file, or an
+    /// unreadable sector of it) was found.
+    pub read_faults_explained: u64,
 }
 
 impl Checks {
@@ -237,6 +240,7 @@ impl Checks {
         self.lifecycle += o.lifecycle;
         self.clean_reopen_checks += o.clean_reopen_checks;
         self.lease_checks += o.lease_checks;
+        self.read_faults_explained += o.read_faults_explained;
     }
 }
 
@@ -331,7 +335,8 @@ impl fmt::Display for Coverage {
         writeln!(f, "  lease checks             {}", c.lease_checks)?;
         writeln!(f, "  clean-reopen checks      {}", c.clean_reopen_checks)?;
         writeln!(f, "  ledger checks            {}", c.ledger_checks)?;
-        write!(f, "  durable lost, explained  {}", c.lost_to_damage)
+        writeln!(f, "  durable lost, explained  {}", c.lost_to_damage)?;
+        write!(f, "  read faults, explained   {}", c.read_faults_explained)
     }
 }
 

@@ -474,6 +474,10 @@ pub fn explain_loss<'a>(
 /// The name of recovery's journal (FORMAT.md §8.5) in a log directory.
 const JOURNAL_NAME: &str = "recovery.journal";
 
+/// The meta file's name in a log directory (the low-water mark and the
+/// clean-shutdown marker).
+pub const META_NAME: &str = "meta";
+
 /// A durable record lost to recovery's own in-place rewrite (FORMAT.md
 /// §8.5) when the device lied about the journal that protects it: garbage
 /// a power loss left in a unit the rewrite was writing, at or before the

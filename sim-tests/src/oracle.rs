@@ -152,6 +152,10 @@ pub struct Oracle {
     /// to move back and truncated or pruned records to come back at the next
     /// recovery only; cleared by it.
     undone_by_lie: bool,
+    /// The ledger entry of the meta file's contents or directory entry that
+    /// the last power loss undid (a lying sync had claimed it), described:
+    /// a low-water mark older than a prune made is excused by it.
+    meta_undone: Option<String>,
     /// The operator moved segments aside since the last recovery (damage
     /// the ledger explained): the first index may fall back to the meta
     /// file's low-water mark (a prune that removed nothing promises its
@@ -249,6 +253,7 @@ impl Oracle {
             crash_seq: None,
             recovery_seq: 0,
             undone_by_lie: false,
+            meta_undone: None,
             moved_aside: false,
             aside_for_damage: Vec::new(),
             meta_lost: None,
@@ -633,7 +638,13 @@ impl Oracle {
                 }
             }
             Error::Corruption { .. } if self.revert_on_sync_fail && self.sync_failed() => {}
-            Error::Io { .. } if self.eio_read => {}
+            Error::Io { .. } if self.eio_read => match self.explain_read_io(e) {
+                Some(why) => {
+                    self.cov.checks.read_faults_explained += 1;
+                    self.event(&format!("read {index}: {e}, explained by {why}"));
+                }
+                None => self.violation(format!("read {index}: {e}, and no injected read fault explains it")),
+            },
             Error::Corruption { .. } => {
                 if let Some(why) = self.explain_error(e) {
                     self.event(&format!("read {index}: damage reported, explained by {why}"));
@@ -1372,6 +1383,7 @@ impl Oracle {
         };
         self.first_hi = first.max(self.first_lo);
         self.undone_by_lie = false;
+        self.meta_undone = None;
         self.crash_seq = None;
         self.recovery_seq = self.fs.as_ref().map_or(0, SimFs::next_seq);
         // Acknowledged records seen now were synced by recovery: they must stay.
@@ -1531,6 +1543,74 @@ impl Oracle {
         self.undone_by_lie = true;
     }
 
+    /// The power loss undid the meta file's contents or directory entry (a
+    /// lying sync had claimed them): `why` describes the ledger entry.
+    pub fn note_meta_undone(&mut self, why: &str) {
+        self.event(&format!("a power loss undid the meta file: {why}"));
+        self.meta_undone = Some(why.to_owned());
+    }
+
+    /// The injected fault behind a read's I/O error: an EIO the filesystem
+    /// injected into a read or open of the error's file (by path or inode)
+    /// among its recent operations, or an unreadable sector of it. A fault
+    /// class merely switched on explains nothing (soak seed 96025562: a read
+    /// whose file a concurrent prune removed, NotFound, hidden by that rule
+    /// in every seed with read faults on).
+    fn explain_read_io(&self, e: &Error) -> Option<String> {
+        use simfs::FaultKind;
+        let Error::Io { path, .. } = e else { return None };
+        let fs = self.fs.as_ref()?;
+        let named = path.to_string_lossy();
+        let trace = fs.trace();
+        // Reads through a handle carry only the inode; the file may have
+        // been renamed since (a seal): its inode from the name's last use.
+        let ino = fs.inode_of(path).or_else(|| {
+            trace
+                .iter()
+                .rev()
+                .find(|t| {
+                    t.ino.is_some()
+                        && [&t.path, &t.to_path]
+                            .iter()
+                            .any(|p| p.as_deref() == Some(named.as_ref()))
+                })
+                .and_then(|t| t.ino)
+        });
+        let injected = trace.iter().rev().find(|t| {
+            matches!(
+                t.fault,
+                Some(FaultKind::EioRead | FaultKind::EioOpen | FaultKind::LatentSectorRead)
+            ) && (t.path.as_deref() == Some(named.as_ref()) || (ino.is_some() && t.ino == ino))
+        });
+        if let Some(t) = injected {
+            return Some(format!(
+                "{:?} injected into {} of {} at fs seq {}",
+                t.fault?, t.op, named, t.seq
+            ));
+        }
+        let bad = fs.bad_sectors(path);
+        (!bad.is_empty()).then(|| format!("unreadable sectors {bad:?} of {named}"))
+    }
+
+    /// Records a low-water mark says exist, missing below the first segment
+    /// (`[first, end)`): explained when a prune since the last recovery was
+    /// asked to remove them all (`first_hi`) and the power loss undid the
+    /// meta file that recorded it (soak seed 96004794: the prune's meta
+    /// fsync lied, the next open removed the segments below the new mark,
+    /// and the power loss brought the old mark back).
+    fn explain_undone_low_water(&self, e: &Error) -> Option<String> {
+        let Error::MissingRecords { first, end, .. } = e else {
+            return None;
+        };
+        let why = self.meta_undone.as_ref()?;
+        (*end <= self.first_hi && first < end).then(|| {
+            format!(
+                "a prune through {} was asked for, and the power loss undid the meta file recording it: {why}",
+                end - 1
+            )
+        })
+    }
+
     /// Whether the ledger shows a directory entry of the log's directory,
     /// made since the last recovery, lost by a power loss.
     fn dir_op_lost_since_recovery(&self) -> bool {
@@ -1664,6 +1744,9 @@ impl Oracle {
             _ => return None,
         };
         self.cov.checks.ledger_checks += 1;
+        if let Some(why) = self.explain_undone_low_water(e) {
+            return Some(why);
+        }
         let fs = self.fs.as_ref()?;
         let ledger = fs.damage();
         if !latent {
@@ -1834,5 +1917,76 @@ mod tests {
         o.attach_fs(SimFs::new(1), "/db/wal".into());
         lose_the_tail(&mut o);
         assert_eq!(o.violations.len(), 1, "an empty ledger explains nothing");
+    }
+
+    /// Soak seed 96004794's shape: a low-water mark older than the first
+    /// segment, after a prune through the gap. Excused only with the meta
+    /// file undone by the power loss and a prune asked for through the whole
+    /// gap; neither alone excuses it.
+    #[test]
+    fn an_undone_low_water_mark_needs_the_prune_and_the_undone_meta() {
+        let missing = |first: u64, end: u64| Error::MissingRecords {
+            path: "/db/wal/x.wal".into(),
+            offset: 0,
+            first,
+            end,
+            evidence: "the meta file's low-water mark is 10".into(),
+        };
+        let mut o = oracle();
+        o.begin_prune("w0", 19, 10);
+        assert!(o.explain_error(&missing(10, 20)).is_none(), "no meta undone: no excuse");
+        o.note_meta_undone("UnpersistedSync on /db/wal/meta (ino 3) bytes 0..80 at fs seq 7");
+        let why = o.explain_error(&missing(10, 20));
+        assert!(
+            why.as_deref()
+                .is_some_and(|w| w.contains("prune through 19") && w.contains("fs seq 7")),
+            "{why:?}"
+        );
+        assert!(
+            o.explain_error(&missing(10, 21)).is_none(),
+            "past every prune asked for: no excuse"
+        );
+    }
+
+    /// A read's I/O error is excused by an EIO injected into that file, not
+    /// by read faults being switched on (soak seed 96025562's NotFound, from
+    /// a segment a prune removed under the read, was excused that way).
+    #[test]
+    fn a_read_error_needs_an_injected_fault_of_its_file() {
+        use simfs::{File, Fs, OpenOptions};
+        let mut cfg = RunConfig::from_seed(1);
+        cfg.mask = FaultClass::EioRead.bit();
+        let mut o = Oracle::new(&cfg);
+        let fs = SimFs::new(1);
+        o.attach_fs(fs.clone(), "/db/wal".into());
+        let (a, b) = (
+            std::path::Path::new("/db/wal/a.wal"),
+            std::path::Path::new("/db/wal/b.wal"),
+        );
+        let failed = futures::executor::block_on(async {
+            fs.create_dir_all(std::path::Path::new("/db/wal")).await.unwrap();
+            for p in [a, b] {
+                let f = fs.open(p, OpenOptions::new().write(true).create(true)).await.unwrap();
+                f.write_at(&[7; 64], 0).await.unwrap();
+            }
+            let f = fs.open(a, OpenOptions::new().read(true)).await.unwrap();
+            let mut faults = fs.faults();
+            faults.eio_read = 1.0;
+            fs.set_faults(faults);
+            let mut buf = [0; 8];
+            f.read_at(&mut buf, 0).await.unwrap_err()
+        });
+        let io = |path: &std::path::Path, source: std::io::Error| Error::Io {
+            op: "read",
+            path: path.into(),
+            offset: 0,
+            source: std::sync::Arc::new(source),
+        };
+        o.check_read_error(0, &io(a, failed), 0, 0, 1);
+        assert!(o.violations.is_empty(), "{:?}", o.violations);
+        let gone = std::io::Error::from(std::io::ErrorKind::NotFound);
+        o.check_read_error(0, &io(b, gone), 0, 0, 1);
+        assert_eq!(o.violations.len(), 1, "{:?}", o.violations);
+        assert!(o.violations[0].contains("no injected read fault explains it"));
     }
 }

@@ -915,6 +915,16 @@ impl Sim {
             if let Some(d) = undone {
                 self.ctx.oracle().note_undone_by_lie(&crate::damage::describe(&d));
             }
+            let meta = format!("{dir}/{}", crate::damage::META_NAME);
+            let meta_undone = self.ctx.fs.damage_since(self.seq_at_crash).into_iter().find(|d| {
+                matches!(
+                    d.kind,
+                    DamageKind::UnpersistedDirOp | DamageKind::UnpersistedSync | DamageKind::DroppedBySyncFailure
+                ) && d.path.as_deref() == Some(meta.as_str())
+            });
+            if let Some(d) = meta_undone {
+                self.ctx.oracle().note_meta_undone(&crate::damage::describe(&d));
+            }
         }
     }
 

@@ -756,13 +756,21 @@ impl<F: Fs> Wal<F> {
 
     /// Reads the record at `index`. Only acknowledged records are readable
     /// (a record still in the write buffer is written out first).
+    ///
+    /// `OutOfRange` if `index` is outside `[first, next)`, or a prune
+    /// running alongside removed it before the read opened its segment.
+    /// Cancelling it is harmless: a write of the buffer it started is
+    /// repeated, byte for byte, by the next one.
     pub async fn read(&self, index: u64) -> Result<Vec<u8>> {
         // After a cancelled operation the segment list may be stale.
         self.inner.resume_interrupted().await?;
         let seg = self.inner.segment_for(index)?;
         // Never look in the file for a record that is only in the buffer.
         self.inner.ensure_written(index).await?;
-        let result = seg.read(&self.inner.fs, index).await;
+        let result = match seg.read(&self.inner.fs, index).await {
+            Err(e) if is_not_found(&e) => self.inner.read_vanished(index, &seg, e).await,
+            r => r,
+        };
         result.map_err(|e| self.inner.prefer_stopped(e))
     }
 
@@ -1336,6 +1344,30 @@ impl<F: Fs> Inner<F> {
         }
     }
 
+    /// The segment file a read looked up was gone when it opened it (seed
+    /// 96025562 of the soak): a prune that removes it runs without the
+    /// writer mutex, and a compaction may have replaced it. Below where a
+    /// running or finished prune leaves the log the record is pruned
+    /// (`OutOfRange`); a different segment now holding `index` (compaction's
+    /// output) is read once; the same segment missing is the error itself,
+    /// reported (nothing in the log removes a file it still lists).
+    pub(crate) async fn read_vanished(&self, index: u64, seg: &Arc<Segment<F>>, e: Error) -> Result<Vec<u8>> {
+        let pruning_below = self.leases().pruning_below();
+        if index < pruning_below {
+            let st = self.state();
+            return Err(Error::OutOfRange {
+                index,
+                first: pruning_below.max(st.first_index),
+                next: st.readable_next,
+            });
+        }
+        let now = self.segment_for(index)?;
+        if Arc::ptr_eq(&now, seg) {
+            return Err(e);
+        }
+        now.read(&self.fs, index).await
+    }
+
     /// A read that failed while the WAL stopped (its page cache may have
     /// changed under it, e.g. a btrfs revert) reports the stop, not damage.
     pub(crate) fn prefer_stopped(&self, e: Error) -> Error {
@@ -1424,4 +1456,9 @@ fn lock_error(dir: &Path, e: std::io::Error) -> Error {
     } else {
         Error::io("lock", dir, 0, e)
     }
+}
+
+/// The error is a file that was not there.
+fn is_not_found(e: &Error) -> bool {
+    matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
 }

@@ -1075,3 +1075,46 @@ fn a_compaction_output_under_its_temporary_name_is_removed_unless_it_is_the_only
         assert!(!dir_names(&fs).await.contains(&tmp));
     });
 }
+
+/// A read that looked its segment up before a prune moved the first index
+/// and opens it after the prune removed the file reports the record pruned
+/// (`OutOfRange`), not the missing file (soak seed 96025562: `Io
+/// NotFound`).
+#[test]
+fn a_read_racing_a_prune_that_removed_its_segment_reports_out_of_range() {
+    use futures::FutureExt;
+    block_on(async {
+        let fs = SimFs::new(13);
+        let wal = open(&fs, five_per_segment()).await.unwrap();
+        fill(&wal, 12).await;
+        // Reopened, no sealed segment has a file handle open yet (an open
+        // handle would still read the removed file).
+        wal.close().await.unwrap();
+        let wal = open(&fs, five_per_segment()).await.unwrap();
+        // The prune stops after its first operation, before the first index
+        // moves.
+        fs.pause_after_next(simfs::OpMatch::ops(&[]));
+        let mut prune = Box::pin(wal.prune_through(9));
+        assert!((&mut prune).now_or_never().is_none());
+        assert!(fs.paused().is_some());
+        assert_eq!(wal.first_index(), 0);
+        // The read looks its segment up now; its open waits for the pause.
+        let mut read = Box::pin(wal.read(2));
+        assert!((&mut read).now_or_never().is_none());
+        fs.resume();
+        assert_eq!(prune.await.unwrap(), 10);
+        let got = read.await;
+        assert!(
+            matches!(
+                got,
+                Err(Error::OutOfRange {
+                    index: 2,
+                    first: 10,
+                    ..
+                })
+            ),
+            "{got:?}"
+        );
+        assert_eq!(wal.read(10).await.unwrap(), payload(10, 40));
+    });
+}
