@@ -73,6 +73,8 @@ struct Args {
 #[derive(Clone, Copy, Debug)]
 enum Sys {
     Wal(Variant),
+    /// The default variant under `SyncPolicy::Batched` (`walsys::batched_policy`).
+    WalBatched,
     Okay,
     Raft,
     RawGrow,
@@ -88,6 +90,7 @@ impl Sys {
                 (true, 4096) => "wal inline".into(),
                 (true, a) => format!("wal inline align{a}"),
             },
+            Sys::WalBatched => "wal Batched(200 us, 64)".into(),
             Sys::Okay => "okaywal".into(),
             Sys::Raft => "raft-engine".into(),
             Sys::RawGrow => "raw grow".into(),
@@ -228,7 +231,7 @@ fn progress(w: &str, sys: &str, rep: usize, what: &str) {
 fn durable(ctx: &mut Ctx, workload: &str, threads: usize, size: usize, prezero: u64) {
     eprintln!("{workload}");
     let mut systems: Vec<Sys> = ctx.wal_variants().into_iter().map(Sys::Wal).collect();
-    systems.extend([Sys::Okay, Sys::Raft, Sys::RawGrow, Sys::RawZero]);
+    systems.extend([Sys::WalBatched, Sys::Okay, Sys::Raft, Sys::RawGrow, Sys::RawZero]);
     for s in &systems {
         ctx.row(workload, &s.name(), "rec/s", "best raw");
     }
@@ -238,7 +241,8 @@ fn durable(ctx: &mut Ctx, workload: &str, threads: usize, size: usize, prezero: 
             let dir = ctx.fresh(&sys.name());
             let dur = ctx.dur();
             let r = match sys {
-                Sys::Wal(v) => walsys::durable(&dir, v, threads, size, dur),
+                Sys::Wal(v) => walsys::durable(&dir, v, false, threads, size, dur),
+                Sys::WalBatched => walsys::durable(&dir, Variant::DEFAULT, true, threads, size, dur),
                 Sys::Okay => okay::durable(&dir, threads, size, dur),
                 Sys::Raft => raft::durable(&dir, threads, size, dur),
                 Sys::RawGrow => raw::durable(&dir, threads, size, dur, None),

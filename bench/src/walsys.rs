@@ -52,9 +52,15 @@ fn close(wal: Arc<Wal<OsFs>>) -> BResult<()> {
     }
 }
 
-/// `threads` writers appending `size`-byte records under `SyncPolicy::Always`.
-pub fn durable(dir: &Path, v: Variant, threads: usize, size: usize, dur: Duration) -> BResult<Run> {
-    let wal = Arc::new(open(dir, v, v.opts())?);
+/// `threads` writers appending `size`-byte records under `SyncPolicy::Always`,
+/// or (`batched`) under [`batched_policy`].
+pub fn durable(dir: &Path, v: Variant, batched: bool, threads: usize, size: usize, dur: Duration) -> BResult<Run> {
+    let opts = if batched {
+        v.opts().sync_policy(batched_policy())
+    } else {
+        v.opts()
+    };
+    let wal = Arc::new(open(dir, v, opts)?);
     let data = payload(size, 1);
     let (records, secs, lat_ns) = drive(threads, dur, |_, _| {
         block_on(wal.append(data.clone()))?;
@@ -69,6 +75,24 @@ pub fn durable(dir: &Path, v: Variant, threads: usize, size: usize, dur: Duratio
         records_per_fsync: Some(rpf),
         note: None,
     })
+}
+
+/// `SyncPolicy::Batched` as a thread-per-writer user would set it up: wait
+/// up to 200 µs for up to 64 appends, on a timer thread per wait (the
+/// writers' `block_on` has no timer of its own; a blocking sleep would not
+/// let the wait end early when every writer has joined).
+pub fn batched_policy() -> SyncPolicy {
+    let sleeper = wal::Sleeper::new(|d| {
+        let (tx, rx) = futures::channel::oneshot::channel::<()>();
+        std::thread::spawn(move || {
+            std::thread::sleep(d);
+            let _ = tx.send(());
+        });
+        Box::pin(async move {
+            let _ = rx.await;
+        })
+    });
+    SyncPolicy::batched(Duration::from_micros(200), 64, sleeper)
 }
 
 /// W8: `durable` while a maintenance thread prunes (keeping about

@@ -19,6 +19,7 @@
 use std::path::PathBuf;
 
 use futures::channel::oneshot;
+use futures::FutureExt;
 use simfs::{File, Fs, OpenOptions};
 use tracing::{debug, info, warn};
 
@@ -320,9 +321,11 @@ impl<F: Fs> Writer<F> {
             sleeper,
         } = &inner.opts.sync_policy
         {
-            let queued = inner.state().queue.len();
-            if queued > 0 && queued < *max_records {
-                sleeper.sleep(*max_delay).await;
+            // The timer is started only when someone is still missing: a
+            // sleeper may be costly to start (a timer thread, a syscall).
+            let mut all_joined = wait_for_group(inner, *max_records);
+            if (&mut all_joined).now_or_never().is_none() {
+                futures::future::select(all_joined, sleeper.sleep(*max_delay)).await;
             }
         }
         let (group, durable_next) = {
@@ -997,4 +1000,21 @@ impl<F: Fs> Inner<F> {
     pub(crate) fn stopped_cause(&self) -> Option<Error> {
         self.state().stopped.clone()
     }
+}
+
+/// Ready once `max_records` requests are queued or every live appender has
+/// one in the queue (nobody else is coming: waiting longer only adds
+/// latency), else waits for the next request or the next appender to go.
+/// Dropping it leaves a stale waker behind, which is harmless.
+fn wait_for_group<F: Fs>(inner: &Inner<F>, max_records: usize) -> impl std::future::Future<Output = ()> + Unpin + '_ {
+    futures::future::poll_fn(move |cx| {
+        let mut st = inner.state();
+        let queued = st.queue.len();
+        // Nothing queued (another leader took it): nothing to wait for.
+        if queued == 0 || queued >= max_records || queued >= st.live_appenders {
+            return std::task::Poll::Ready(());
+        }
+        st.leader_waker = Some(cx.waker().clone());
+        std::task::Poll::Pending
+    })
 }

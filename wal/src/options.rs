@@ -13,6 +13,12 @@ use crate::sync::Arc;
 /// `tokio::time::sleep` or `madsim::time::sleep`). Needed only by
 /// [`SyncPolicy::Batched`]: the WAL itself never reads a clock.
 ///
+/// The timer's resolution bounds the wait: tokio's timer wheel rounds a
+/// sleep up to the next millisecond, so a `max_delay` of 200 µs waits about
+/// 1 ms there. The wait also ends when every live appender has joined the
+/// group, so a coarse timer costs latency only while an appender is still
+/// on its way.
+///
 /// ```
 /// let sleeper = wal::Sleeper::new(|_d| Box::pin(async {}));
 /// # drop(sleeper);
@@ -62,9 +68,12 @@ pub enum SyncPolicy {
     /// are in a buffer in memory: they survive neither a process crash nor a
     /// power loss until the buffer is written (see that option).
     Manual,
-    /// Like `Always`, but the group-commit leader waits up to `max_delay`
-    /// (or until `max_records` appends are queued) before writing, so that more
-    /// appenders share each fsync. Appends still return only when durable.
+    /// Like `Always`, but the group-commit leader waits before writing so
+    /// that more appenders share each fsync: up to `max_delay`, and no
+    /// longer than until `max_records` appends are queued or every live
+    /// appender (an `append` or `append_batch` call that has not returned)
+    /// has its append in the queue. Appends still return only when durable.
+    /// A timer coarser than `max_delay` lengthens the wait (see [`Sleeper`]).
     Batched {
         /// Longest time the leader waits for more appenders (at most 1 s).
         max_delay: Duration,

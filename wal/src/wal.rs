@@ -123,6 +123,13 @@ pub(crate) struct State<F: Fs> {
     /// `Writer::resume` rebuilds it from them. Admission waits meanwhile;
     /// the first caller that needs the writer resumes (see `Critical`).
     pub interrupted: Option<&'static str>,
+    /// Appends on the group path, from their start to their return or drop
+    /// (`LiveAppender`): a `Batched` leader stops waiting once this many
+    /// requests are queued.
+    pub live_appenders: usize,
+    /// A `Batched` leader waiting for appenders to join its group: woken
+    /// when a request is queued or a live appender goes.
+    pub leader_waker: Option<std::task::Waker>,
     pub stats: Stats,
 }
 
@@ -566,6 +573,8 @@ impl<F: Fs> Wal<F> {
             reseatable: false,
             admission_paused: false,
             interrupted: None,
+            live_appenders: 0,
+            leader_waker: None,
             segments: rec.segments,
             stats,
         };
@@ -658,6 +667,7 @@ impl<F: Fs> Wal<F> {
 
     async fn submit(&self, records: Vec<Vec<u8>>, batch: bool, at: Option<u64>) -> Result<u64> {
         let inner = &self.inner;
+        let _live = LiveAppender::enter(inner);
         // A stopped WAL answers `Stopped` to everything, bad arguments included.
         inner.state().check_usable()?;
         inner.check_writable("append")?;
@@ -1319,6 +1329,11 @@ impl<F: Fs> Inner<F> {
             done: tx,
         });
         st.queued_bytes += bytes;
+        let leader = st.leader_waker.take();
+        drop(st);
+        if let Some(w) = leader {
+            w.wake();
+        }
         Ok(Ok(rx))
     }
 
@@ -1461,4 +1476,32 @@ fn lock_error(dir: &Path, e: std::io::Error) -> Error {
 /// The error is a file that was not there.
 fn is_not_found(e: &Error) -> bool {
     matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+}
+
+/// One append on the group path, counted in `State::live_appenders` while
+/// its future lives (returned or dropped, it goes and wakes a waiting
+/// `Batched` leader, which may then have every live appender in its group).
+struct LiveAppender<'a, F: Fs> {
+    inner: &'a Inner<F>,
+}
+
+impl<'a, F: Fs> LiveAppender<'a, F> {
+    fn enter(inner: &'a Inner<F>) -> Self {
+        inner.state().live_appenders += 1;
+        LiveAppender { inner }
+    }
+}
+
+impl<F: Fs> Drop for LiveAppender<'_, F> {
+    fn drop(&mut self) {
+        let leader = {
+            let mut st = self.inner.state();
+            debug_assert!(st.live_appenders > 0);
+            st.live_appenders = st.live_appenders.saturating_sub(1);
+            st.leader_waker.take()
+        };
+        if let Some(w) = leader {
+            w.wake();
+        }
+    }
 }

@@ -697,6 +697,29 @@ fn batched_policy_waits_and_stays_durable() {
     });
 }
 
+/// The `Batched` leader stops waiting once every live appender has joined
+/// its group: with a timer that never fires, lone and concurrent appends
+/// still complete, at the first poll (the wait used to be the timer's
+/// alone, issue 13's G7).
+#[test]
+fn a_batched_leader_with_every_live_appender_joined_does_not_wait_for_the_timer() {
+    use futures::FutureExt;
+    block_on(async {
+        let fs = SimFs::new(22);
+        let never = wal::Sleeper::new(|_| Box::pin(futures::future::pending()));
+        let opts = Options::default().sync_policy(SyncPolicy::batched(std::time::Duration::from_secs(1), 64, never));
+        let wal = open(&fs, opts).await.unwrap();
+        let lone = wal.append(payload(0, 10)).now_or_never();
+        assert!(matches!(lone, Some(Ok(0))), "{lone:?}");
+        let w = &wal;
+        let all = futures::future::join_all((1..9u64).map(|i| async move { w.append(payload(i, 10)).await }))
+            .now_or_never()
+            .expect("every appender joined: no wait for the timer");
+        assert!(all.iter().all(|r| r.is_ok()), "{all:?}");
+        assert_eq!(wal.durable_next(), 9);
+    });
+}
+
 #[test]
 fn large_and_empty_records() {
     block_on(async {
