@@ -517,24 +517,31 @@ pub fn explain_unjournaled_rewrite<'a>(
 /// The damage of the `recovery.journal` beside the file `garbage` struck
 /// that left recovery's in-place rewrite unprotected: its claimed sync or
 /// directory entry lost at the same power loss, or (with `destroyed_since`)
-/// its durable bytes destroyed by a media fault from that trace position
-/// on and before the garbage (soak seed 91032878: a misdirected write over
+/// its durable bytes (or those of its fresh copy, `recovery.journal.new`)
+/// destroyed by a media fault from that trace position on (soak seed
+/// 91032878: a misdirected write over
 /// the journal's header made it look torn, so the next open dropped it as
-/// one that no in-place write had followed).
+/// one that no in-place write had followed), or after the garbage, on the
+/// journal that was to repair it (soak seed 97012534: a latent sector in
+/// the header of the journal's fresh copy, `recovery.journal.new` when it
+/// struck; the operator's zero rewrite of that sector left a journal the
+/// next open took for a torn one and removed).
 fn lost_journal<'a>(ledger: &'a [Damage], garbage: &Damage, destroyed_since: Option<u64>) -> Option<&'a Damage> {
     let dir = garbage.path.as_deref()?.rsplit_once('/')?.0;
+    let journal_new = format!("{JOURNAL_NAME}.new");
     ledger.iter().find(|j| {
-        let is_journal = j.path.as_deref().and_then(|p| p.rsplit_once('/')) == Some((dir, JOURNAL_NAME));
+        let name = j.path.as_deref().and_then(|p| p.rsplit_once('/'));
+        let is_journal = name == Some((dir, JOURNAL_NAME));
         let lost_at_power_loss = matches!(j.kind, DamageKind::UnpersistedSync | DamageKind::UnpersistedDirOp)
             && j.time_ns == garbage.time_ns;
-        let destroyed = destroyed_since.is_some_and(|since| {
-            matches!(
-                j.kind,
-                DamageKind::MisdirectedDest | DamageKind::BitRot | DamageKind::LatentSector
-            ) && j.seq >= since
-                && j.seq <= garbage.seq
-        });
-        is_journal && (lost_at_power_loss || destroyed)
+        let media = matches!(
+            j.kind,
+            DamageKind::MisdirectedDest | DamageKind::BitRot | DamageKind::LatentSector
+        );
+        let any_journal = is_journal || name == Some((dir, journal_new.as_str()));
+        let destroyed = destroyed_since.is_some_and(|since| media && j.seq >= since);
+        let destroyed_after = media && j.seq > garbage.seq;
+        (is_journal && lost_at_power_loss) || (any_journal && (destroyed || destroyed_after))
     })
 }
 
@@ -547,11 +554,22 @@ fn lost_journal<'a>(ledger: &'a [Damage], garbage: &Damage, destroyed_since: Opt
 /// header with garbage, and the next open, finding the journal torn,
 /// removed it and reported the header). Garbage alone is no excuse: the
 /// WAL must journal a unit holding durable data before rewriting it.
-pub fn explain_unjournaled_report(ledger: &[Damage], ino: u64, frame_end: u64) -> Option<(&Damage, &Damage)> {
+///
+/// Or with the journal (or its fresh copy) destroyed by a media fault since
+/// trace position `since` (the last recovery): soak seed 97038765, a
+/// misdirected write into `recovery.journal.new` during a pass of crashes
+/// at every step of recovery; the next open found the checksum wrong and
+/// removed the journal.
+pub fn explain_unjournaled_report(
+    ledger: &[Damage],
+    ino: u64,
+    frame_end: u64,
+    since: u64,
+) -> Option<(&Damage, &Damage)> {
     ledger
         .iter()
         .filter(|g| g.kind == DamageKind::Garbage && g.ino == ino && g.range.start < frame_end)
-        .find_map(|g| Some((g, lost_journal(ledger, g, None)?)))
+        .find_map(|g| Some((g, lost_journal(ledger, g, Some(since))?)))
 }
 
 /// The first damage in `ledger` that can explain a report of damage (or a
@@ -597,22 +615,45 @@ mod tests {
             7,
         );
         let both = vec![garbage.clone(), journal.clone()];
-        assert!(explain_unjournaled_report(&both, 24, 64).is_some());
+        assert!(explain_unjournaled_report(&both, 24, 64, 1).is_some());
         assert!(
-            explain_unjournaled_report(&both, 24, 0).is_none(),
+            explain_unjournaled_report(&both, 24, 0, 1).is_none(),
             "garbage past the frame"
         );
-        assert!(explain_unjournaled_report(&both, 25, 64).is_none(), "another file");
+        assert!(explain_unjournaled_report(&both, 25, 64, 1).is_none(), "another file");
         assert!(
-            explain_unjournaled_report(std::slice::from_ref(&garbage), 24, 64).is_none(),
+            explain_unjournaled_report(std::slice::from_ref(&garbage), 24, 64, 1).is_none(),
             "garbage alone"
         );
         let mut later = journal;
         later.time_ns = 8;
         assert!(
-            explain_unjournaled_report(&[garbage, later], 24, 64).is_none(),
+            explain_unjournaled_report(&[garbage.clone(), later], 24, 64, 1).is_none(),
             "another power loss"
         );
+        // A media fault on the journal's copy after the garbage destroyed
+        // the only other copy of the header (soak seed 97012534); one
+        // before the garbage, or on another file, is no excuse.
+        let media = |seq: u64, path: &str| Damage {
+            seq,
+            kind: DamageKind::LatentSector,
+            path: Some(path.into()),
+            ino: 40,
+            range: 0..512,
+            ..garbage.clone()
+        };
+        let after = media(garbage.seq + 40, "/db/wal/recovery.journal.new");
+        assert!(explain_unjournaled_report(&[garbage.clone(), after], 24, 64, 1).is_some());
+        // Before the garbage: only since the last recovery (97038765).
+        let before = media(garbage.seq - 1, "/db/wal/recovery.journal.new");
+        let pair = [garbage.clone(), before];
+        assert!(explain_unjournaled_report(&pair, 24, 64, 0).is_some());
+        assert!(
+            explain_unjournaled_report(&pair, 24, 64, 1).is_none(),
+            "before the last recovery"
+        );
+        let other = media(garbage.seq + 40, "/db/wal/meta");
+        assert!(explain_unjournaled_report(&[garbage.clone(), other], 24, 64, 1).is_none());
     }
 
     /// Seed 108 (crash placements off): a lying fsync of `/` at the log's

@@ -625,6 +625,24 @@ impl Sim {
                 }
             };
             let report = wal.recovery_report();
+            if !report.lost.is_empty() {
+                // The open accepted losses and tried to raise the low-water
+                // mark over them (best effort): a fault injected into that
+                // meta write leaves the old mark's promise standing.
+                let failed = self.ctx.fs.trace_since(seq_before).into_iter().find(|e| {
+                    e.fault.is_some()
+                        && e.path.as_deref().is_some_and(|p| {
+                            p.rsplit_once('/')
+                                .is_some_and(|(_, n)| n == crate::damage::META_NAME || n == "meta.wal.tmp")
+                        })
+                });
+                let mut o = self.ctx.oracle();
+                for l in &report.lost {
+                    o.accepted_loss(l.first, l.end, failed.as_ref());
+                }
+            } else {
+                self.ctx.oracle().accepted_loss_recorded();
+            }
             self.open_data_reads = self
                 .ctx
                 .fs

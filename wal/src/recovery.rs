@@ -424,7 +424,8 @@ pub(crate) async fn recover<F: Fs>(
 /// open would fail with `MissingRecords` on a disk with no new fault (seeds
 /// 90005835, 90004374). Best effort: when the write fails the old promise
 /// stays on disk and a strict open keeps refusing, which is honest; memory
-/// holds the new one either way, so later meta writes carry it.
+/// holds the new mark either way, so later meta writes carry it, and after a
+/// failed write the old marker too, so that the first change clears it.
 async fn accept_losses<F: Fs>(
     fs: &F,
     dir: &Path,
@@ -441,9 +442,21 @@ async fn accept_losses<F: Fs>(
     if read_only {
         return m;
     }
+    // Until a meta write records `m`, the file may still hold the old
+    // clean-shutdown marker, whose next index promises the lost records:
+    // memory keeps it, so that the first change clears it (with the raised
+    // mark) before it makes the promise false (soak seed 97026907: a
+    // truncation after this write failed left the marker standing).
+    let unrecorded = Meta {
+        clean: meta.and_then(|old| old.clean),
+        ..m
+    };
     match write_meta(fs, dir, &m).await {
         Ok(()) => {}
-        Err(MetaWriteError::NotWritten(e)) => warn!(error = %e, "could not record the accepted loss in the meta file"),
+        Err(MetaWriteError::NotWritten(e)) => {
+            warn!(error = %e, "could not record the accepted loss in the meta file");
+            return unrecorded;
+        }
         Err(MetaWriteError::Unknown(e)) => {
             // The rename may have taken effect without the directory fsync
             // that makes it durable: a power loss would bring the old mark
@@ -454,6 +467,7 @@ async fn accept_losses<F: Fs>(
             if let Err(e) = fs.sync_dir(dir).await {
                 warn!(error = %e, "could not make the meta file's directory durable");
             }
+            return unrecorded;
         }
     }
     m

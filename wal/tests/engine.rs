@@ -1031,6 +1031,40 @@ fn a_failed_seal_of_an_unaligned_durable_tail_fails_the_group_instead_of_writing
     }
 }
 
+/// Soak seed 97026907: a point-in-time open accepted records the
+/// clean-shutdown marker promised, could not write the meta file (disk
+/// full), and the marker stayed on disk while memory forgot it; a
+/// truncation then went ahead without clearing it, and after a power loss
+/// the strict open reported the truncated records missing. The first change
+/// clears the marker it left.
+#[test]
+fn a_marker_left_by_a_failed_accepted_loss_write_is_cleared_by_the_first_change() {
+    block_on(async {
+        let fs = SimFs::new(9);
+        let opts = unpadded().segment_max_records(10);
+        let wal = open(&fs, opts.clone()).await.unwrap();
+        for i in 0..35 {
+            wal.append(payload(i, 50)).await.unwrap();
+        }
+        let active = wal.segment_files().last().unwrap().0.clone();
+        wal.close().await.unwrap();
+        fs.remove_file(&dir().join(&active)).await.unwrap();
+        fs.sync_dir(dir()).await.unwrap();
+        // Full: the open's meta write fails, the open itself goes on.
+        fs.set_capacity(Some(fs.used_bytes()));
+        let pit = opts.clone().recovery_mode(RecoveryMode::PointInTime);
+        let wal = open(&fs, pit).await.unwrap();
+        assert_eq!(wal.recovery_report().lost.len(), 1);
+        assert_eq!(wal.next_index(), 30);
+        fs.set_capacity(None);
+        wal.truncate_after(24).await.unwrap();
+        drop(wal);
+        fs.crash(CrashKind::PowerLoss);
+        let wal = open(&fs, opts).await.unwrap();
+        assert_eq!(wal.next_index(), 25);
+    });
+}
+
 #[test]
 fn a_loss_accepted_at_a_point_in_time_open_is_not_promised_again() {
     // Seeds 90005835 and 90004374: a PointInTime open that accepted lost
