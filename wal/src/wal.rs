@@ -123,9 +123,9 @@ pub(crate) struct State<F: Fs> {
     /// `Writer::resume` rebuilds it from them. Admission waits meanwhile;
     /// the first caller that needs the writer resumes (see `Critical`).
     pub interrupted: Option<&'static str>,
-    /// Appends on the group path, from their start to their return or drop
-    /// (`LiveAppender`): a `Batched` leader stops waiting once this many
-    /// requests are queued.
+    /// Under `Batched`, appends on the group path, from their start to
+    /// their return or drop (`LiveAppender`): the leader stops waiting once
+    /// this many requests are queued. Always 0 under the other policies.
     pub live_appenders: usize,
     /// A `Batched` leader waiting for appenders to join its group: woken
     /// when a request is queued or a live appender goes.
@@ -1486,9 +1486,14 @@ struct LiveAppender<'a, F: Fs> {
 }
 
 impl<'a, F: Fs> LiveAppender<'a, F> {
-    fn enter(inner: &'a Inner<F>) -> Self {
+    /// Counts the append, under `Batched` only: no other policy waits, and
+    /// the append path takes no lock for it then.
+    fn enter(inner: &'a Inner<F>) -> Option<Self> {
+        if !matches!(inner.opts.sync_policy, SyncPolicy::Batched { .. }) {
+            return None;
+        }
         inner.state().live_appenders += 1;
-        LiveAppender { inner }
+        Some(LiveAppender { inner })
     }
 }
 
