@@ -1118,3 +1118,51 @@ fn a_read_racing_a_prune_that_removed_its_segment_reports_out_of_range() {
         assert_eq!(wal.read(10).await.unwrap(), payload(10, 40));
     });
 }
+
+/// The id in a segment file name (`{first}-{last|active}-{id:016x}.wal`).
+fn segment_id(name: &str) -> u64 {
+    let hex = name.trim_end_matches(".wal").rsplit('-').next().unwrap();
+    u64::from_str_radix(hex, 16).unwrap()
+}
+
+#[test]
+fn segment_ids_are_never_reused_after_a_full_prune_or_a_truncation_and_a_power_loss() {
+    // Invariant 20: an id names one file ever, so a frame seed (derived from
+    // it) never validates a stale file. A full prune and a truncation remove
+    // the newest ids; the meta file's high-water mark must keep them taken.
+    block_on(async {
+        let fs = SimFs::new(20);
+        let wal = open(&fs, five_per_segment()).await.unwrap();
+        fill(&wal, 23).await;
+        let ids = |s: &[wal::SegmentInfo]| s.iter().map(|s| segment_id(&s.name)).collect::<Vec<_>>();
+        let mut highest = ids(&wal.segments().await).into_iter().max().unwrap();
+        assert!(highest >= 4, "five segments were made");
+
+        // A truncation removes the newest segments (the highest ids).
+        wal.truncate_from(3).await.unwrap();
+        drop(wal);
+        fs.crash(CrashKind::PowerLoss);
+        let wal = open(&fs, five_per_segment()).await.unwrap();
+        fill(&wal, 10).await;
+        let after = ids(&wal.segments().await);
+        let fresh: Vec<u64> = after.iter().copied().filter(|&id| id > 1).collect();
+        assert!(
+            !fresh.is_empty() && fresh.iter().all(|&id| id > highest),
+            "{after:?} reuse an id ≤ {highest}"
+        );
+        highest = after.into_iter().max().unwrap();
+
+        // A full prune removes every segment; no name is left to count from.
+        assert_eq!(wal.prune_through(1000).await.unwrap(), 1001);
+        assert!(wal.segments().await.is_empty());
+        drop(wal);
+        fs.crash(CrashKind::PowerLoss);
+        let wal = open(&fs, five_per_segment()).await.unwrap();
+        fill(&wal, 3).await;
+        let after = ids(&wal.segments().await);
+        assert!(
+            !after.is_empty() && after.iter().all(|&id| id > highest),
+            "{after:?} reuse an id ≤ {highest}"
+        );
+    });
+}
