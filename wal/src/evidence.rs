@@ -4,7 +4,7 @@
 //!
 //! Why: a name is only a claim. A renamed or copied file, or a meta file of
 //! another log, used to make recovery delete intact segments as
-//! "leftovers" and return `Ok` (FORMAT.md §3.7, the table of what each mode
+//! "leftovers" and return `Ok` (FORMAT.md §3.9, the table of what each mode
 //! may change). Here a header that disagrees with its name, a file of
 //! another log, or a promise the directory does not keep is a typed error
 //! raised before recovery removes, renames or cuts anything.
@@ -51,6 +51,7 @@ pub(crate) async fn check_headers<F: Fs>(
     dir: &Path,
     meta: Option<&Meta>,
     names: &[(SegmentName, String)],
+    known_log_id: Option<u128>,
 ) -> Result<Headers> {
     let mut ids: Vec<(u64, String, u128)> = Vec::new();
     let mut verified = Vec::new();
@@ -101,7 +102,7 @@ pub(crate) async fn check_headers<F: Fs>(
         // at the next open.
         return Err(e.clone());
     }
-    let log_id = identity(fs, dir, meta, &mut ids)?;
+    let log_id = identity(fs, dir, meta, &mut ids, known_log_id)?;
     Ok(Headers {
         log_id,
         verified,
@@ -134,13 +135,22 @@ pub(crate) async fn read_header<F: Fs>(fs: &F, path: &Path) -> Result<Option<Seg
 
 /// The log's id from the meta file and the segments' headers (`ids`: segment
 /// id, name, log id of every header with one).
-fn identity<F: Fs>(fs: &F, dir: &Path, meta: Option<&Meta>, ids: &mut [(u64, String, u128)]) -> Result<u128> {
+/// `known`: the id memory holds (an in-process resume), taken when no file
+/// names the log, so that a log whose first segment's header was never
+/// written keeps the id its other writes carry.
+fn identity<F: Fs>(
+    fs: &F,
+    dir: &Path,
+    meta: Option<&Meta>,
+    ids: &mut [(u64, String, u128)],
+    known: Option<u128>,
+) -> Result<u128> {
     // The newest segment first: with no meta id, it names the log.
     ids.sort_by_key(|s| std::cmp::Reverse(s.0));
     let meta_id = meta.map(|m| m.log_id).filter(|&id| id != 0);
     let Some(this) = meta_id.or(ids.first().map(|s| s.2)) else {
         // A new log, or one written before logs had an id.
-        return Ok(fs.unique_id());
+        return Ok(known.unwrap_or_else(|| fs.unique_id()));
     };
     let Some((_, name, other)) = ids.iter().find(|s| s.2 != this) else {
         return Ok(this);

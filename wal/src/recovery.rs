@@ -127,6 +127,7 @@ pub(crate) async fn recover<F: Fs>(
     default_first_index: u64,
     align_bytes: u64,
     read_only: bool,
+    known_log_id: Option<u128>,
 ) -> Result<Recovered<F>> {
     let mut report = RecoveryReport {
         read_only,
@@ -174,7 +175,7 @@ pub(crate) async fn recover<F: Fs>(
     }
     // Evidence before any change: headers against names, one log id.
     let all: Vec<_> = sealed.iter().chain(active.iter()).cloned().collect();
-    let mut headers = evidence::check_headers(fs, dir, meta.as_ref(), &all).await?;
+    let mut headers = evidence::check_headers(fs, dir, meta.as_ref(), &all, known_log_id).await?;
     let log_id = headers.log_id;
     let low_water = meta.map(|m| m.low_water);
     restore_compaction_outputs(

@@ -19,6 +19,7 @@ use tracing::info;
 
 use crate::error::{Error, Result};
 use crate::group_commit::{complete, Request, Writer};
+use crate::options::RecoveryMode;
 use crate::recovery::{recover, Recovered};
 use crate::sync::Ordering;
 use crate::wal::{meta_of, Critical, Inner};
@@ -107,13 +108,24 @@ impl<F: Fs> Writer<F> {
     async fn rebuild(&mut self, inner: &Inner<F>, operation: &'static str) -> Result<Reconciled> {
         self.finish_interrupted_writes(inner).await?;
         let opts = &inner.opts;
+        // No crash happened: the page cache holds every write that returned,
+        // so a torn tail is the interrupted operation's own unfinished write
+        // (a segment created but its header not yet written, frames never
+        // written), never acknowledged. `AbsoluteConsistency` refuses torn
+        // tails because after a crash they may hide lost records; here
+        // `reconcile` checks that every acknowledged record is still there.
+        let mode = match opts.recovery_mode {
+            RecoveryMode::AbsoluteConsistency => RecoveryMode::TolerateTornTail,
+            m => m,
+        };
         let rec = recover(
             &*inner.fs,
             &inner.dir,
-            opts.recovery_mode,
+            mode,
             opts.first_index,
             opts.durable_alignment_bytes,
             false,
+            Some(inner.log_id),
         )
         .await?;
         if rec.log_id != inner.log_id {

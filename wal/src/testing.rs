@@ -57,6 +57,10 @@ pub enum Planted {
     /// disagrees with its name is accepted, and the file that makes another
     /// a leftover is not verified before the removal.
     NamesTrusted,
+    /// A dropped future inside a file-changing section stops the WAL (the
+    /// behaviour before cancel safety): one `select!` that loses, or one
+    /// timeout, is an outage until reopen.
+    CancelStops,
 }
 
 #[cfg(feature = "planted-bugs")]

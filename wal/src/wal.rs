@@ -340,6 +340,14 @@ impl<'a, F: Fs> Critical<'a, F> {
 impl<F: Fs> Drop for Critical<'_, F> {
     fn drop(&mut self) {
         if self.armed {
+            #[cfg(feature = "planted-bugs")]
+            if crate::testing::planted(crate::testing::Planted::CancelStops) {
+                self.inner.stop(Error::Interrupted {
+                    operation: self.operation,
+                    cause: Box::new(Error::Closed),
+                });
+                return;
+            }
             self.inner.interrupt(self.operation);
         }
     }
@@ -551,6 +559,7 @@ impl<F: Fs> Wal<F> {
             opts.first_index,
             opts.durable_alignment_bytes,
             opts.read_only,
+            None,
         )
         .await?;
         let writer = Writer::new(&rec, &rec.segments);
