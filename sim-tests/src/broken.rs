@@ -99,7 +99,7 @@ impl Drop for Unplant {
 
 impl Bug {
     /// Every planted bug.
-    pub const ALL: [Bug; 16] = [
+    pub const ALL: [Bug; 17] = [
         Bug::Fs(FsBug::NoFsync),
         Bug::Fs(FsBug::NoDirSync),
         Bug::Fs(FsBug::RetryFailedFsync),
@@ -116,6 +116,7 @@ impl Bug {
         Bug::Engine(Planted::PruneIgnoresLeases),
         Bug::Engine(Planted::RecoveryJournalNotSynced),
         Bug::Engine(Planted::NamesTrusted),
+        Bug::Engine(Planted::CancelStops),
     ];
 
     /// The opener that runs the real WAL with this bug planted.

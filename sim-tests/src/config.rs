@@ -80,11 +80,18 @@ pub enum FaultClass {
     /// judged on it, then the operator restores the directory and the run
     /// goes on.
     Tamper,
+    /// The writers cancel some of their calls ([`RunConfig::cancel_pct`]):
+    /// an append, batch, sync, rotation or read future is dropped at a
+    /// random await point (after 1 to 6 polls), as `select!` or a timeout
+    /// does. The WAL must go on, and no acknowledged record may be lost,
+    /// reordered or duplicated; the cancelled append may or may not be in
+    /// the log.
+    Cancel,
 }
 
 impl FaultClass {
     /// Every class, in bit order.
-    pub const ALL: [FaultClass; 23] = [
+    pub const ALL: [FaultClass; 24] = [
         FaultClass::EnospcWrite,
         FaultClass::EnospcMetadata,
         FaultClass::EioRead,
@@ -108,6 +115,7 @@ impl FaultClass {
         FaultClass::CrashAfterStep,
         FaultClass::RecoveryStepCrashes,
         FaultClass::Tamper,
+        FaultClass::Cancel,
     ];
 
     /// This class's bit.
@@ -390,6 +398,9 @@ pub struct RunConfig {
     pub step_pass_reopen: u32,
     /// Per cent of reopens preceded by a tamper (with [`FaultClass::Tamper`]).
     pub tamper_pct: u32,
+    /// Per cent of a writer's appends, batches, syncs, rotations and reads
+    /// that it cancels (with [`FaultClass::Cancel`]).
+    pub cancel_pct: u32,
 }
 
 /// Per kind of [`FaultClass::AfterEffect`]: (lowest, highest) probability.
@@ -415,6 +426,14 @@ fn max_lease_holds(seed: u64) -> u32 {
     } else {
         Options::default().max_lease_holds
     }
+}
+
+/// Whether `seed` cancels calls, and how often (per cent): from a stream
+/// of its own, like [`max_lease_holds`].
+fn cancellation(seed: u64) -> (bool, u32) {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x4341_4e43_454c_5f43);
+    let on = rng.random_bool(0.3);
+    (on, rng.random_range(1..=8))
 }
 
 fn log_uniform(rng: &mut ChaCha8Rng, lo: f64, hi: f64) -> f64 {
@@ -610,6 +629,10 @@ impl RunConfig {
             mask |= FaultClass::Tamper.bit();
         }
         let tamper_pct = rng.random_range(30..=90);
+        let (cancel_on, cancel_pct) = cancellation(seed);
+        if cancel_on {
+            mask |= FaultClass::Cancel.bit();
+        }
 
         // Overrides.
         if let Some(extra) = ov.force {
@@ -694,6 +717,7 @@ impl RunConfig {
             step_crash_pct,
             step_pass_reopen,
             tamper_pct,
+            cancel_pct,
         }
     }
 
@@ -782,6 +806,9 @@ impl fmt::Display for RunConfig {
                 "  write buffer {} B (buffered records are lost at a process crash)",
                 self.write_buffer_bytes
             )?;
+        }
+        if self.on(FaultClass::Cancel) {
+            writeln!(f, "  cancels {}% of the writers' calls", self.cancel_pct)?;
         }
         writeln!(
             f,

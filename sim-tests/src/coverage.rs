@@ -145,11 +145,17 @@ pub enum Mark {
     TamperHarmless,
     /// ... and the operator restored the directory exactly.
     TamperRestored,
+    /// A writer cancelled a call: its future was dropped at an await point
+    /// ([`crate::config::FaultClass::Cancel`]).
+    CallCancelled,
+    /// A cancelled append was found in the log afterwards (it had been
+    /// admitted, and the WAL carried it to the file without its caller).
+    CancelledAppendLanded,
 }
 
 impl Mark {
     /// The marks every default sweep must reach.
-    pub const REQUIRED: [Mark; 36] = [
+    pub const REQUIRED: [Mark; 38] = [
         Mark::PruneDone,
         Mark::PruneHeldByLease,
         Mark::LeaseRevoked,
@@ -186,6 +192,8 @@ impl Mark {
         Mark::TamperRefused,
         Mark::TamperHarmless,
         Mark::TamperRestored,
+        Mark::CallCancelled,
+        Mark::CancelledAppendLanded,
     ];
 }
 
@@ -222,6 +230,10 @@ pub struct Checks {
     /// Read errors whose injected fault (an EIO into that file, or an
     /// unreadable sector of it) was found.
     pub read_faults_explained: u64,
+    /// Calls the writers cancelled (futures dropped at an await point).
+    pub cancellations: u64,
+    /// Stops whose injected fault was found (every stop needs one).
+    pub stops_explained: u64,
 }
 
 impl Checks {
@@ -241,6 +253,8 @@ impl Checks {
         self.clean_reopen_checks += o.clean_reopen_checks;
         self.lease_checks += o.lease_checks;
         self.read_faults_explained += o.read_faults_explained;
+        self.cancellations += o.cancellations;
+        self.stops_explained += o.stops_explained;
     }
 }
 
@@ -336,7 +350,9 @@ impl fmt::Display for Coverage {
         writeln!(f, "  clean-reopen checks      {}", c.clean_reopen_checks)?;
         writeln!(f, "  ledger checks            {}", c.ledger_checks)?;
         writeln!(f, "  durable lost, explained  {}", c.lost_to_damage)?;
-        write!(f, "  read faults, explained   {}", c.read_faults_explained)
+        writeln!(f, "  read faults, explained   {}", c.read_faults_explained)?;
+        writeln!(f, "  stops, explained         {}", c.stops_explained)?;
+        write!(f, "  calls cancelled          {}", c.cancellations)
     }
 }
 

@@ -30,7 +30,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use simfs::{CrashKind, SimFs};
 use tracing::info;
 use wal::{Error, RecoveryReport};
-use wal_model::{Log, Problem};
+use wal_model::{Log, Mismatch, Problem};
 
 use crate::config::{FaultClass, RunConfig, SyncKind};
 use crate::coverage::{Coverage, Mark};
@@ -117,6 +117,13 @@ struct Instance {
     /// buffer first), so they survive a process crash. Lowered by
     /// truncations (the indices above are reused by buffered records).
     written_next: u64,
+    /// Cancelled appends of this instance that no scan has shown yet: each
+    /// may have been admitted (then the WAL writes it without its caller,
+    /// maybe only with a later group) or not. The live check adopts one
+    /// into the model where a scan finds it (`Oracle::adopt_cancelled`).
+    cancelled: std::collections::BTreeSet<usize>,
+    /// Calls cancelled since this instance opened.
+    cancels: u64,
 }
 
 /// The oracle of one run.
@@ -225,6 +232,31 @@ fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
     h
+}
+
+/// Whether SimFs injecting `f` makes the call fail (the kinds a stop's
+/// I/O error can come from).
+fn fails_a_call(f: simfs::FaultKind) -> bool {
+    use simfs::FaultKind as K;
+    matches!(
+        f,
+        K::EnospcWrite
+            | K::ShortWrite
+            | K::EnospcMetadata
+            | K::EioRead
+            | K::EioWrite
+            | K::EioOpen
+            | K::EioRename
+            | K::EioRemove
+            | K::SyncFail
+            | K::LatentSectorRead
+            | K::EioWriteAfterEffect
+            | K::EioSetLenAfterEffect
+            | K::EioRenameAfterEffect
+            | K::EioRemoveAfterEffect
+            | K::EioCreateAfterEffect
+            | K::SyncFailAfterPersist
+    )
 }
 
 /// Whether an error is `Stopped`.
@@ -388,6 +420,7 @@ impl Oracle {
                 if caused_by_sync(e) {
                     self.cov.mark(Mark::StoppedAfterSyncError);
                 }
+                self.check_stop(e);
             }
         }
     }
@@ -432,23 +465,16 @@ impl Oracle {
                     if self.inst.log.reseat(*first).is_ok() {
                         self.cov.mark(Mark::SnapshotInstall);
                         self.event(&format!("snapshot install: the log now starts at {first}"));
+                    } else if !self.inst.cancelled.is_empty() {
+                        // A cancelled append no scan has shown yet may hold
+                        // the gap (the next live check adopts it).
                     } else {
                         self.violation(format!(
                             "#{id}: acknowledged at {first}, above the next index {model_next}, but the log was not emptied by a prune"
                         ));
                     }
                 }
-                let slots: Vec<Slot> = self
-                    .attempts
-                    .get(id)
-                    .map(|a| {
-                        a.records
-                            .iter()
-                            .enumerate()
-                            .map(|(k, r)| if r.1 == 0 { Slot::Empty } else { Slot::Rec(id, k) })
-                            .collect()
-                    })
-                    .unwrap_or_default();
+                let slots = self.slots_of(id);
                 // The model skips records pruned before this acknowledgement
                 // reached us (a full prune drains the queue first), and
                 // refuses an index below its floor or one acknowledged twice.
@@ -524,6 +550,149 @@ impl Oracle {
         };
         if let Some(a) = self.attempts.get_mut(id) {
             a.outcome = outcome;
+        }
+    }
+
+    /// The model slots of attempt `id`'s records.
+    fn slots_of(&self, id: usize) -> Vec<Slot> {
+        self.attempts
+            .get(id)
+            .map(|a| {
+                a.records
+                    .iter()
+                    .enumerate()
+                    .map(|(k, r)| if r.1 == 0 { Slot::Empty } else { Slot::Rec(id, k) })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// A writer dropped the future of append attempt `id` before it
+    /// returned. Its outcome is unknown: it may have been admitted (then
+    /// the WAL must carry it to the file like any other, in index order) or
+    /// not. Real-time order still holds for it: if it is in the log, its
+    /// index was assigned before now.
+    pub fn cancelled_append(&mut self, id: usize) {
+        let end = self.now();
+        self.leases.reseat_end(id);
+        self.cov.checks.cancellations += 1;
+        self.cov.mark(Mark::CallCancelled);
+        self.inst.cancels += 1;
+        let writer = self.attempts.get_mut(id).map(|a| {
+            a.end = end;
+            a.outcome = Outcome::Unknown;
+            a.writer
+        });
+        if let Some(w) = writer {
+            self.event(&format!("w{w} #{id} cancelled (future dropped)"));
+        }
+        self.inst.cancelled.insert(id);
+    }
+
+    /// Cancelled appends of this instance that no scan has shown yet.
+    pub fn pending_cancelled(&self) -> BTreeSet<usize> {
+        self.inst.cancelled.clone()
+    }
+
+    /// A writer dropped the future of a call that acknowledges nothing by
+    /// itself (`sync`, `rotate`, `read`) before it returned: nothing may be
+    /// assumed of it, and the WAL must go on.
+    pub fn cancelled_call(&mut self, what: &str) {
+        self.now();
+        self.cov.checks.cancellations += 1;
+        self.cov.mark(Mark::CallCancelled);
+        self.inst.cancels += 1;
+        self.event(&format!("{what} cancelled (future dropped)"));
+    }
+
+    /// Before a live check: a cancelled append the scan shows was admitted,
+    /// so the model takes it where it is (as acknowledged-only: it promises
+    /// no durability). The scan checked already that it is whole, decodes to
+    /// its attempt and keeps real-time order; here it must also take an
+    /// index no other record holds.
+    fn adopt_cancelled(&mut self, first: u64, slots: &[Slot]) {
+        if self.inst.cancelled.is_empty() {
+            return;
+        }
+        let mut found: BTreeMap<usize, u64> = BTreeMap::new();
+        for (j, s) in slots.iter().enumerate() {
+            if let Slot::Rec(id, k) = *s {
+                if self.inst.cancelled.contains(&id) {
+                    found.entry(id).or_insert((first + j as u64).wrapping_sub(k as u64));
+                }
+            }
+        }
+        for (id, base) in found {
+            self.inst.cancelled.remove(&id);
+            let slots = self.slots_of(id);
+            self.cov.mark(Mark::CancelledAppendLanded);
+            self.event(&format!("cancelled #{id} is in the log at {base}"));
+            match self.inst.log.acknowledge_at(base, slots, false) {
+                // Admitted before a truncation or prune moved the floor
+                // past it, and written by the group that drained it.
+                Ok(())
+                | Err(Mismatch {
+                    problem: Problem::BelowFloor { .. },
+                    ..
+                }) => {}
+                Err(m) => self.violation(format!("cancelled #{id} in the log at {base}: {m}")),
+            }
+        }
+    }
+
+    /// The injected fault that explains a stop with `cause` (every stop
+    /// needs one; a cancelled call is never one): for an I/O error, a
+    /// fault SimFs injected into the file it names (by path, or by the
+    /// inode of a handle), else one injected since this instance opened;
+    /// for corruption, recorded damage. Any other cause (an internal
+    /// invariant, a cancellation) has none.
+    fn explain_stop(&mut self, cause: &Error) -> Option<String> {
+        let mut root = cause;
+        while let Error::Stopped { cause } | Error::AppendFailed { cause } | Error::Interrupted { cause, .. } = root {
+            root = cause;
+        }
+        match root {
+            Error::Io { path, .. } => {
+                let fs = self.fs.as_ref()?;
+                let named = path.to_string_lossy();
+                let ino = fs.inode_of(path);
+                let trace = fs.trace();
+                let fault = |t: &&simfs::TraceEvent| t.fault.is_some_and(fails_a_call);
+                let on_file = trace
+                    .iter()
+                    .rev()
+                    .filter(fault)
+                    .find(|t| t.path.as_deref() == Some(named.as_ref()) || (ino.is_some() && t.ino == ino));
+                let any = || trace.iter().rev().filter(fault).find(|t| t.seq >= self.recovery_seq);
+                on_file.or_else(any).map(|t| {
+                    format!(
+                        "{:?} injected into {} of {} at fs seq {}",
+                        t.fault.unwrap_or(simfs::FaultKind::EioWrite),
+                        t.op,
+                        t.path.as_deref().unwrap_or("?"),
+                        t.seq
+                    )
+                })
+            }
+            Error::Corruption { .. } => self.explain_error(root),
+            _ => None,
+        }
+    }
+
+    /// The WAL stopped with `cause` (first seen now): the stop must have an
+    /// injected fault behind it.
+    fn check_stop(&mut self, cause: &Error) {
+        match self.explain_stop(cause) {
+            Some(why) => {
+                self.cov.checks.stops_explained += 1;
+                self.event(&format!("stopped, explained by {why}"));
+            }
+            None => {
+                let cancels = self.inst.cancels;
+                self.violation(format!(
+                    "the WAL stopped ({cause}) and no injected fault explains it ({cancels} calls cancelled since open)"
+                ));
+            }
         }
     }
 
@@ -902,6 +1071,7 @@ impl Oracle {
     pub fn check_live(&mut self, first: u64, next: u64, slots: &[Slot]) {
         // The scan read everything: the whole log is in the files.
         self.inst.written_next = self.inst.written_next.max(next);
+        self.adopt_cancelled(first, slots);
         let records = slots.iter().enumerate().map(|(j, s)| (first + j as u64, s));
         let Err(m) = self.inst.log.live(first, next, records) else {
             return;
@@ -1100,7 +1270,9 @@ impl Oracle {
         self.failstop(start, result.as_ref().map(|_| ()), "truncate");
         match result {
             Ok(()) => {
-                if !valid && self.inst.log.exact() {
+                // (A cancelled append the scans have not shown may have
+                // been written by the truncation's drain, past the model.)
+                if !valid && self.inst.log.exact() && self.inst.cancelled.is_empty() {
                     self.violation(format!("{what}: Ok for an argument outside the log [{first}, {next}]"));
                     return;
                 }
@@ -1903,6 +2075,7 @@ impl Oracle {
             if caused_by_sync(cause) {
                 self.cov.mark(Mark::StoppedAfterSyncError);
             }
+            self.check_stop(cause);
         }
     }
 

@@ -3,15 +3,17 @@
 //! caller-chosen indices, and readers. Every result goes to the oracle the
 //! moment it returns.
 
+use std::future::Future;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::Poll;
 
-use rand::Rng;
+use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use simfs::SimFs;
 
 use crate::api::LogApi;
-use crate::config::{Op, RunConfig};
+use crate::config::{FaultClass, Op, RunConfig};
 use crate::oracle::Oracle;
 use crate::payload::HEADER;
 
@@ -61,34 +63,109 @@ pub fn record_len(cfg: &RunConfig, rng: &mut ChaCha8Rng, allow_oversize: bool) -
     }
 }
 
+/// Polls `fut` at most `polls` times. If it is still pending then, drops it
+/// where it is parked (at whatever await point that is, as a lost
+/// `select!` branch or an expired timeout does) and returns `None`.
+pub async fn poll_at_most<T>(fut: impl Future<Output = T>, polls: u32) -> Option<T> {
+    let mut fut = Some(Box::pin(fut));
+    let mut left = polls.max(1);
+    std::future::poll_fn(move |cx| {
+        let Some(f) = fut.as_mut() else {
+            return Poll::Ready(None);
+        };
+        match f.as_mut().poll(cx) {
+            Poll::Ready(v) => Poll::Ready(Some(v)),
+            Poll::Pending => {
+                left -= 1;
+                if left == 0 {
+                    fut = None;
+                    Poll::Ready(None)
+                } else {
+                    Poll::Pending
+                }
+            }
+        }
+    })
+    .await
+}
+
+/// Which of a writer's calls it cancels ([`FaultClass::Cancel`]), from a
+/// stream of its own: seeds without the class draw exactly what they drew
+/// before it existed.
+struct Canceller {
+    rng: Option<ChaCha8Rng>,
+    pct: u32,
+}
+
+impl Canceller {
+    fn new(cfg: &RunConfig, writer_rng: &ChaCha8Rng) -> Canceller {
+        // A clone's draw leaves the writer's own stream untouched.
+        let rng = cfg
+            .on(FaultClass::Cancel)
+            .then(|| ChaCha8Rng::seed_from_u64(writer_rng.clone().random::<u64>() ^ 0x4341_4e43));
+        Canceller {
+            rng,
+            pct: cfg.cancel_pct,
+        }
+    }
+
+    /// `Some(polls)` if the next call is to be cancelled after that many polls.
+    fn next(&mut self) -> Option<u32> {
+        let rng = self.rng.as_mut()?;
+        (rng.random_range(0..100) < self.pct).then(|| rng.random_range(1..=6))
+    }
+}
+
 /// A concurrent writer: `ops` operations from the configured mix.
 pub async fn writer(ctx: Arc<Ctx>, wal: Arc<dyn LogApi>, w: u16, ops: u32, mut rng: ChaCha8Rng) {
+    let mut cancel = Canceller::new(&ctx.cfg, &rng);
     for _ in 0..ops {
         match ctx.cfg.mix.pick(&mut rng) {
             Op::Append => {
                 let len = record_len(&ctx.cfg, &mut rng, true);
                 let (id, mut p) = ctx.oracle().begin_append(w, &[len], false, None);
-                let r = wal.append(p.pop().unwrap_or_default()).await;
-                ctx.oracle().finish_append(id, &r);
+                // An append of only empty records carries no identity the
+                // scan could find it by: never cancelled.
+                let polls = cancel.next().filter(|_| len > 0);
+                match poll_at_most(wal.append(p.pop().unwrap_or_default()), polls.unwrap_or(u32::MAX)).await {
+                    Some(r) => ctx.oracle().finish_append(id, &r),
+                    None => ctx.oracle().cancelled_append(id),
+                }
             }
             Op::Batch => {
                 let n = rng.random_range(1..=ctx.cfg.max_batch.max(1));
                 let lens: Vec<usize> = (0..n).map(|_| record_len(&ctx.cfg, &mut rng, false)).collect();
                 let (id, p) = ctx.oracle().begin_append(w, &lens, true, None);
-                let r = wal.append_batch(p).await;
-                ctx.oracle().finish_append(id, &r);
+                let polls = cancel.next().filter(|_| lens.iter().any(|&l| l > 0));
+                match poll_at_most(wal.append_batch(p), polls.unwrap_or(u32::MAX)).await {
+                    Some(r) => ctx.oracle().finish_append(id, &r),
+                    None => ctx.oracle().cancelled_append(id),
+                }
             }
-            Op::Read => read_one(&ctx, &wal, &mut rng).await,
+            Op::Read => match cancel.next() {
+                Some(polls) => {
+                    if poll_at_most(read_one(&ctx, &wal, &mut rng), polls).await.is_none() {
+                        ctx.oracle().cancelled_call(&format!("w{w} read"));
+                    }
+                }
+                None => read_one(&ctx, &wal, &mut rng).await,
+            },
             Op::Iter => iterate(&ctx, &wal, &mut rng).await,
             Op::Rotate => {
                 let start = ctx.oracle().now();
-                let r = wal.rotate().await;
-                ctx.oracle().finish_rotate(start, &r);
+                match poll_at_most(wal.rotate(), cancel.next().unwrap_or(u32::MAX)).await {
+                    Some(r) => {
+                        ctx.oracle().finish_rotate(start, &r);
+                    }
+                    None => ctx.oracle().cancelled_call(&format!("w{w} rotate")),
+                }
             }
             Op::Sync => {
                 let start = ctx.oracle().now();
-                let r = wal.sync().await;
-                ctx.oracle().finish_sync(start, &r);
+                match poll_at_most(wal.sync(), cancel.next().unwrap_or(u32::MAX)).await {
+                    Some(r) => ctx.oracle().finish_sync(start, &r),
+                    None => ctx.oracle().cancelled_call(&format!("w{w} sync")),
+                }
             }
             Op::Prune => {
                 let _ = prune(&ctx, &wal, &format!("w{w}"), &mut rng, true).await;

@@ -210,7 +210,7 @@ fn catches_a_recovery_journal_that_is_not_fsynced() {
 
 #[test]
 fn every_bug_has_a_test() {
-    assert_eq!(Bug::ALL.len(), 16);
+    assert_eq!(Bug::ALL.len(), 17);
 }
 
 #[test]
@@ -228,4 +228,23 @@ fn catches_recovery_that_trusts_names() {
     assert!(why.contains("tamper"), "caught by the tamper check: {why}");
     let r = run_seed_with(seed, force, sim_tests::api::real_opener());
     assert!(r.passed(), "seed {seed} passes without the bug: {:?}", r.violations);
+}
+
+#[test]
+fn catches_a_cancelled_call_that_stops_the_wal() {
+    // The behaviour before cancel safety, planted: a future dropped inside a
+    // file-changing section stops the WAL. Every later call then answers
+    // `Stopped`, which fail-stop alone would accept; the oracle requires an
+    // injected fault behind every stop (`Oracle::check_stop`). The writers
+    // cancel calls in 30% of seeds; forced on here.
+    let bug = Bug::Engine(Planted::CancelStops);
+    let force = Overrides {
+        force: Some(FaultClass::Cancel.bit()),
+        ..Overrides::default()
+    };
+    let (seed, why) = caught_with(bug, force);
+    println!("{bug:?} caught by seed {seed} (cancellation forced on): {why}");
+    assert!(why.contains("no injected fault explains it"), "{why}");
+    let r = run_seed_with(seed, force, sim_tests::api::real_opener());
+    assert!(r.passed(), "seed {seed} fails without the bug: {:?}", r.violations);
 }
