@@ -21,7 +21,7 @@
 //! the removal made durable, before the open returns: a stale journal
 //! replayed after the log moved on would overwrite newer records.
 //!
-//! Layout (little-endian), FORMAT.md §3.9:
+//! Layout (little-endian), FORMAT.md §8.5:
 //!
 //! | Bytes | Field |
 //! |---|---|

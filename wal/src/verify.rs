@@ -618,7 +618,7 @@ impl<F: Fs> Checker<'_, F> {
             Ok(h) => h,
             Err(why) => {
                 // A new active segment whose header never became durable
-                // holds nothing that was acknowledged (FORMAT.md §3.7).
+                // holds nothing that was acknowledged (FORMAT.md §8.1).
                 let never_written = active_on_disk && matches!(is_zero(&**file, &e.path, 0, len).await, Ok(true));
                 if never_written {
                     let detail = format!("{why}, all zero: a new segment never written; a writable open removes it");
