@@ -91,6 +91,9 @@ impl<F: Fs> WalIter<F> {
     }
 
     /// The next record as `(index, payload)`, `None` when caught up.
+    ///
+    /// Cancelling is harmless: the iterator does not move until a call
+    /// returns, so the next call returns the same record.
     pub async fn next(&mut self) -> Option<Result<(u64, Vec<u8>)>> {
         match self.step().await {
             Ok(Some(rec)) => Some(Ok(rec)),

@@ -508,6 +508,10 @@ impl<F: Fs> Wal<F> {
     /// `Corruption` for damage that is not a torn tail, `Io` for filesystem
     /// failures (a read error fails the open and cuts nothing),
     /// `InvalidArgument` for bad options or a `dir` that is a file.
+    ///
+    /// Cancelling: dropping the future releases the directory lock. Every
+    /// step recovery took is crash-safe and idempotent, so the next open
+    /// finishes the job, as after a crash during an open.
     pub async fn open(fs: F, dir: &Path, opts: Options) -> Result<Wal<F>> {
         opts.validate()?;
         let fs = Arc::new(fs);
@@ -613,6 +617,14 @@ impl<F: Fs> Wal<F> {
     /// Appends one record at the next index and returns that index. Under
     /// [`SyncPolicy::Always`] it returns once the record is durable; with
     /// [`Options::write_buffer_bytes`] set, once it is in the write buffer.
+    ///
+    /// Cancelling: dropping the future never stops the WAL and never touches
+    /// an acknowledged record. If the record was admitted before the drop (its
+    /// index was assigned), the engine writes it as if the caller had waited —
+    /// in the group commit under way, or with the next call that writes (an
+    /// append, [`Wal::sync`], [`Wal::rotate`], [`Wal::close`]) — and it is in the
+    /// log at that index; if not, it never appears. The caller does not learn
+    /// which: read the log to find out.
     pub async fn append(&self, record: Vec<u8>) -> Result<u64> {
         if let Some(r) = self.try_buffered(std::slice::from_ref(&record), false, None).await {
             return r;
@@ -623,6 +635,9 @@ impl<F: Fs> Wal<F> {
     /// Appends a record at `index`, which must be exactly the next index
     /// (`WrongIndex` otherwise; nothing is written). For Raft logs and block
     /// numbers known before writing.
+    ///
+    /// Cancelling: as [`Wal::append`]: the record is either in the log at
+    /// `index` (it was admitted) or never appears.
     pub async fn append_at(&self, index: u64, record: Vec<u8>) -> Result<u64> {
         if let Some(r) = self
             .try_buffered(std::slice::from_ref(&record), false, Some(index))
@@ -635,6 +650,9 @@ impl<F: Fs> Wal<F> {
 
     /// Appends records as one atomic batch at consecutive indices and returns
     /// the first. After a crash either all of them are in the log or none.
+    ///
+    /// Cancelling: as [`Wal::append`], for the whole batch: it is in the log
+    /// whole (it was admitted) or not at all, never in part.
     pub async fn append_batch(&self, records: Vec<Vec<u8>>) -> Result<u64> {
         if let Some(r) = self.try_buffered(&records, true, None).await {
             return r;
@@ -644,6 +662,9 @@ impl<F: Fs> Wal<F> {
 
     /// [`Wal::append_batch`] at a caller-chosen first index, which must be the
     /// next index.
+    ///
+    /// Cancelling: as [`Wal::append_batch`]: the batch is in the log whole,
+    /// at `index`, or not at all.
     pub async fn append_batch_at(&self, index: u64, records: Vec<Vec<u8>>) -> Result<u64> {
         if let Some(r) = self.try_buffered(&records, true, Some(index)).await {
             return r;
@@ -740,9 +761,34 @@ impl<F: Fs> Wal<F> {
     /// already (sealing and creating a segment fsync them). Under
     /// [`SyncPolicy::Always`] and [`SyncPolicy::Batched`] every acknowledged
     /// record is durable, so this only waits for the group in progress.
+    ///
+    /// It first writes appends that were admitted before the call but whose
+    /// callers dropped their futures (so they are covered too).
+    ///
+    /// Cancelling: dropping the future never stops the WAL; what it wrote or
+    /// fsynced stays written, but the dropped call promises nothing: call
+    /// `sync` again for the guarantee.
     pub async fn sync(&self) -> Result<()> {
         self.inner.check_writable("sync")?;
         let mut w = self.writer_resumed().await?;
+        // Appends admitted before this call whose callers went away wait in
+        // the queue for a leader: lead their groups (bounded: only requests
+        // admitted before now; a failed group empties the queue).
+        let admitted = self.inner.state().admit_next;
+        while self
+            .inner
+            .state()
+            .queue
+            .front()
+            .is_some_and(|r| r.first_index < admitted)
+        {
+            self.inner.state().check_usable()?;
+            w.run_group(&self.inner).await;
+            if self.inner.is_interrupted() {
+                drop(w);
+                w = self.writer_resumed().await?;
+            }
+        }
         w.sync(&self.inner).await
     }
 
@@ -762,6 +808,10 @@ impl<F: Fs> Wal<F> {
 
     /// Seals the active segment now (if it holds records); the next append
     /// starts a new segment.
+    ///
+    /// Cancelling: dropping the future mid-seal marks the WAL interrupted; the
+    /// next call rebuilds memory from the files, where the seal either
+    /// happened or did not. No record is affected.
     pub async fn rotate(&self) -> Result<()> {
         self.inner.check_writable("rotate")?;
         let mut w = self.writer_resumed().await?;
@@ -884,6 +934,8 @@ impl<F: Fs> Wal<F> {
     }
 
     /// A snapshot of the counters.
+    ///
+    /// Cancelling is harmless: it only reads.
     pub async fn stats(&self) -> Stats {
         let mut stats = self.inner.state().stats;
         let segments = self.inner.segment_infos().await;
@@ -966,6 +1018,11 @@ impl<F: Fs> Wal<F> {
     /// the files are removed. Iterators keep what they still need: the prune
     /// stops below the lowest position of a live iterator (see
     /// `Options::max_lease_holds` for leaked iterators).
+    ///
+    /// Cancelling: dropping the future may leave the prune done, partly done
+    /// (the first index then where the files and the meta file put it, at most
+    /// `k + 1`) or not done; the next call rebuilds memory from the files.
+    /// Records above `k` are never affected.
     pub async fn prune_through(&self, k: u64) -> Result<u64> {
         let inner = &self.inner;
         inner.check_writable("prune")?;
@@ -1076,6 +1133,8 @@ impl<F: Fs> Wal<F> {
     /// never reappear. Appends continue at `k + 1`. `k` must be in
     /// `[first - 1, last]` (`OutOfRange` otherwise); [`Wal::truncate_from`]
     /// expresses "remove everything" when the first index is 0.
+    ///
+    /// Cancelling: as [`Wal::truncate_from`] with `from = k + 1`.
     pub async fn truncate_after(&self, k: u64) -> Result<()> {
         let from = k
             .checked_add(1)
@@ -1088,6 +1147,11 @@ impl<F: Fs> Wal<F> {
     /// `[first, next]`. Segments above the cut go newest first, each removal
     /// durable, then the segment holding `from - 1` is cut and fsynced: at
     /// every crash point what remains is a contiguous prefix.
+    ///
+    /// Cancelling: dropping the future may leave the truncation done, partly
+    /// done (records are removed newest first, so what stays is a prefix) or
+    /// not done; the next call rebuilds memory from the files. Records below
+    /// `from` are never affected.
     pub async fn truncate_from(&self, from: u64) -> Result<()> {
         let inner = &self.inner;
         inner.check_writable("truncate")?;
@@ -1139,6 +1203,8 @@ impl<F: Fs> Wal<F> {
     }
 
     /// What [`Wal::compact`] would merge now: a dry run. `Display` prints it.
+    ///
+    /// Cancelling is harmless: it only reads.
     pub async fn compaction_plan(&self, opts: CompactionOptions) -> Result<CompactionPlan> {
         opts.validate()?;
         self.inner.state().check_usable()?;
@@ -1150,6 +1216,12 @@ impl<F: Fs> Wal<F> {
     /// final name before its inputs are removed, and open reconciles an
     /// interrupted run, keeping exactly one copy of every index. Appends run
     /// meanwhile.
+    ///
+    /// Cancelling: dropping the future marks the WAL interrupted if a merge was
+    /// under way; the next call rebuilds memory from the files, where each
+    /// merge either happened (its output in place; inputs left behind are
+    /// removed) or did not (its temporary output is removed). Records are
+    /// never affected.
     pub async fn compact(&self, opts: CompactionOptions) -> Result<CompactionPlan> {
         opts.validate()?;
         let inner = &self.inner;
@@ -1178,11 +1250,15 @@ impl<F: Fs> Wal<F> {
 
     /// The segments, in log order, with first and last index, size and state
     /// (of the files: records still in the write buffer are not counted).
+    ///
+    /// Cancelling is harmless: it only reads.
     pub async fn segments(&self) -> Vec<SegmentInfo> {
         self.inner.segment_infos().await
     }
 
     /// Bytes of all segment files.
+    ///
+    /// Cancelling is harmless: it only reads.
     pub async fn bytes_on_disk(&self) -> u64 {
         self.inner.segment_infos().await.iter().map(|s| s.bytes).sum()
     }

@@ -395,3 +395,40 @@ fn a_dropped_append_that_creates_a_segment_resumes_under_absolute_consistency() 
         assert!(dropped_any, "{filled} filled: no poll count dropped the append");
     }
 }
+
+#[test]
+fn sync_writes_an_admitted_append_whose_caller_went_away() {
+    // A follower admitted into the queue, then dropped while another call
+    // held the writer: nobody leads its group. `sync` covers appends
+    // admitted before it, theirs included: after it returns the record is
+    // in the log and survives a power loss.
+    for policy in [SyncPolicy::Manual, SyncPolicy::Always] {
+        block_on(async {
+            let fs = SimFs::with_config(7, yielding());
+            let opts = Options::default().sync_policy(policy.clone());
+            let wal = open(&fs, opts.clone()).await.unwrap();
+            wal.append(b"first".to_vec()).await.unwrap();
+            let waker = futures::task::noop_waker();
+            let mut cx = Context::from_waker(&waker);
+            // A rotation holds the writer across its awaits.
+            let mut holder = Box::pin(wal.rotate());
+            assert!(
+                holder.as_mut().poll(&mut cx).is_pending(),
+                "the rotation finished at once"
+            );
+            // The follower is admitted, finds the writer taken, and is dropped.
+            let mut follower = Box::pin(wal.append(b"orphan".to_vec()));
+            assert!(follower.as_mut().poll(&mut cx).is_pending());
+            drop(follower);
+            holder.await.unwrap();
+            wal.sync().await.unwrap();
+            assert_eq!(wal.next_index(), 2, "{policy:?}: the orphan is readable after sync");
+            assert_eq!(wal.read(1).await.unwrap(), b"orphan".to_vec());
+            drop(wal);
+            fs.crash(CrashKind::PowerLoss);
+            let wal = open(&fs, opts).await.unwrap();
+            let log = collect(&wal).await.unwrap();
+            assert_eq!(log, vec![(0, b"first".to_vec()), (1, b"orphan".to_vec())], "{policy:?}");
+        });
+    }
+}
