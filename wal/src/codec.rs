@@ -87,6 +87,23 @@ pub enum HeaderError {
     BadChecksum,
 }
 
+impl std::fmt::Display for HeaderError {
+    /// A phrase for error messages, e.g. "bad segment header: {e}".
+    ///
+    /// ```
+    /// assert_eq!(wal::codec::HeaderError::BadChecksum.to_string(), "its checksum does not match");
+    /// ```
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HeaderError::Short => write!(f, "shorter than the {SEGMENT_HEADER_BYTES}-byte header"),
+            HeaderError::Unwritten => write!(f, "all zero (never written)"),
+            HeaderError::BadMagic => write!(f, "not a segment header (wrong magic bytes)"),
+            HeaderError::UnsupportedVersion(v) => write!(f, "format version {v}, which this version does not read"),
+            HeaderError::BadChecksum => write!(f, "its checksum does not match"),
+        }
+    }
+}
+
 impl SegmentHeader {
     /// Encodes the header into its 64 bytes.
     ///
@@ -217,6 +234,22 @@ pub enum FrameError {
     BadHeader,
     /// The header is intact but the payload checksum does not match.
     BadPayload,
+}
+
+impl std::fmt::Display for FrameError {
+    /// A phrase for error messages, e.g. "{e} at offset 64".
+    ///
+    /// ```
+    /// assert_eq!(wal::codec::FrameError::BadPayload.to_string(), "a frame whose payload checksum does not match");
+    /// ```
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FrameError::Short => write!(f, "a frame cut short (it runs past the end of the file)"),
+            FrameError::Unwritten => write!(f, "unwritten space (an all-zero frame header)"),
+            FrameError::BadHeader => write!(f, "a damaged frame header (checksum or a field out of range)"),
+            FrameError::BadPayload => write!(f, "a frame whose payload checksum does not match"),
+        }
+    }
 }
 
 impl FrameHeader {

@@ -993,7 +993,7 @@ async fn scan_active<F: Fs>(
                 return Err(Error::corruption(
                     path,
                     0,
-                    format!("bad segment header ({e:?}) (absolute consistency: no torn segment tolerated)"),
+                    format!("bad segment header ({e}) (absolute consistency: no torn segment tolerated)"),
                 ));
             }
             if find_valid_frame(&*file, path, seed, SEGMENT_HEADER_BYTES as u64, len, None)
@@ -1003,12 +1003,12 @@ async fn scan_active<F: Fs>(
                 return Err(Error::corruption(
                     path,
                     0,
-                    format!("bad segment header ({e:?}) before valid frames"),
+                    format!("bad segment header ({e}) before valid frames"),
                 ));
             }
             check_promise(path, 0, first, promised, mode, report)?;
             warn!(path = %path.display(), error = ?e, "removing a new segment whose header is torn");
-            report.stop_reason = Some(format!("torn segment header ({e:?}) at offset 0"));
+            report.stop_reason = Some(format!("torn segment header ({e}) at offset 0"));
             return Ok(ActiveScan::Torn);
         }
     }
@@ -1034,7 +1034,7 @@ async fn scan_active<F: Fs>(
             Err(ReadStop::End { .. }) if scan.batch_next == scan.next => break None,
             Err(ReadStop::End { offset }) => break Some((offset, "batch without its end frame".to_string())),
             Err(ReadStop::Io { offset, error }) => return Err(Error::io("read", path, offset, error)),
-            Err(ReadStop::Bad { offset, error }) => break Some((offset, format!("{error:?} frame"))),
+            Err(ReadStop::Bad { offset, error }) => break Some((offset, error.to_string())),
         }
     };
     let Scan {

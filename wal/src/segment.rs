@@ -244,7 +244,7 @@ impl<F: Fs> Segment<F> {
                 0,
                 format!("header {h:?} does not match the name (expected {expected:?})"),
             )),
-            Err(e) => Err(Error::corruption(&path, 0, format!("bad segment header: {e:?}"))),
+            Err(e) => Err(Error::corruption(&path, 0, format!("bad segment header: {e}"))),
         }
     }
 
@@ -454,7 +454,7 @@ impl ReadStop {
         match self {
             ReadStop::Io { offset, error } => Error::io("read", path, offset, error),
             ReadStop::Bad { offset, error } => {
-                Error::corruption(path, offset, format!("{error:?} frame while reading index {index}"))
+                Error::corruption(path, offset, format!("{error} while reading index {index}"))
             }
             ReadStop::End { offset } => Error::corruption(path, offset, format!("segment ends before index {index}")),
         }

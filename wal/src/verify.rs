@@ -605,7 +605,7 @@ impl<F: Fs> Checker<'_, F> {
             match file.read_exact_at(&mut buf, 0).await {
                 Ok(()) => SegmentHeader::decode(&buf).map_err(|h| match h {
                     HeaderError::UnsupportedVersion(v) => format!("segment of unsupported format version {v}"),
-                    other => format!("bad segment header: {other:?}"),
+                    other => format!("bad segment header: {other}"),
                 }),
                 Err(err) => {
                     self.report
