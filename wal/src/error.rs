@@ -214,6 +214,11 @@ impl Error {
         }
     }
 
+    /// Whether this is an I/O error for a file that was not there.
+    pub(crate) fn is_not_found(&self) -> bool {
+        matches!(self, Error::Io { source, .. } if source.kind() == io::ErrorKind::NotFound)
+    }
+
     /// Whether this error (or its cause) is the device running out of space.
     pub fn is_storage_full(&self) -> bool {
         match self {

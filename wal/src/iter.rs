@@ -191,7 +191,7 @@ impl<F: Fs> WalIter<F> {
             let reader = match seg.reader_at(&self.inner.fs, index).await {
                 Ok(r) => r,
                 // Compaction replaced the segment since we looked it up: once more.
-                Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                Err(e) if e.is_not_found() => {
                     seg = self.inner.segment_for(index)?;
                     rewrites = seg.rewrites();
                     seg.reader_at(&self.inner.fs, index).await?

@@ -837,7 +837,7 @@ impl<F: Fs> Wal<F> {
         // Never look in the file for a record that is only in the buffer.
         self.inner.ensure_written(index).await?;
         let result = match seg.read(&self.inner.fs, index).await {
-            Err(e) if is_not_found(&e) => self.inner.read_vanished(index, &seg, e).await,
+            Err(e) if e.is_not_found() => self.inner.read_vanished(index, &seg, e).await,
             r => r,
         };
         result.map_err(|e| self.inner.prefer_stopped(e))
@@ -1556,11 +1556,6 @@ fn lock_error(dir: &Path, e: std::io::Error) -> Error {
     } else {
         Error::io("lock", dir, 0, e)
     }
-}
-
-/// The error is a file that was not there.
-fn is_not_found(e: &Error) -> bool {
-    matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
 }
 
 /// One append on the group path, counted in `State::live_appenders` while
