@@ -148,6 +148,12 @@ pub enum Error {
     /// Invalid options or arguments.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// An internal invariant of the engine did not hold (a bug in `wal`,
+    /// or a thread that panicked while it held the engine's state): the WAL
+    /// stops rather than act on a state it cannot trust. Reopening
+    /// recovers from the files.
+    #[error("internal error (a bug in wal, please report it): {0}")]
+    Internal(String),
     /// The WAL was closed.
     #[error("the WAL is closed")]
     Closed,

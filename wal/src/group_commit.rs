@@ -194,9 +194,7 @@ impl<F: Fs> Writer<F> {
         // memory says, e.g. after a failed fsync).
         inner.state().check_usable()?;
         let Some(active) = self.active.as_mut() else {
-            return Err(inner.stop(Error::InvalidArgument(
-                "buffered records without an active segment".into(),
-            )));
+            return Err(inner.stop(Error::Internal("buffered records without an active segment".into())));
         };
         let offset = active.write_offset;
         if let Err(e) = active.file.write_all_at(&self.pending, offset).await {
@@ -456,7 +454,9 @@ impl<F: Fs> Writer<F> {
             self.create_active(inner, group[0].first_index).await?;
         }
         let Some(active) = self.active.as_mut() else {
-            return Err(GroupError::Stop(Error::InvalidArgument("no active segment".into())));
+            return Err(GroupError::Stop(Error::Internal(
+                "no active segment after creating one".into(),
+            )));
         };
         let offset = active.write_offset;
         let mut sparse = Vec::new();

@@ -202,7 +202,7 @@ impl<F: Fs> WalIter<F> {
             self.reader = Some((seg, reader));
         }
         let Some((seg, reader)) = self.reader.as_mut() else {
-            return Err(Error::InvalidArgument("iterator lost its reader".into()));
+            return Err(Error::Internal("the iterator lost its reader".into()));
         };
         // What the fast path may serve from this reader: a sealed segment
         // ends at its last index (fixed until a truncation, which bumps the

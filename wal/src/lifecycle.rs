@@ -752,7 +752,7 @@ impl<F: Fs> Inner<F> {
         {
             let mut st = self.state();
             let Some(pos) = st.segments.iter().position(|s| Arc::ptr_eq(s, &inputs[0])) else {
-                return Err(self.stop(Error::InvalidArgument("compaction inputs vanished".into())));
+                return Err(self.stop(Error::Internal("compaction inputs vanished from memory".into())));
             };
             st.segments.splice(pos..pos + inputs.len(), [merged]);
             st.stats.compactions += 1;

@@ -193,8 +193,19 @@ pub(crate) struct Inner<F: Fs> {
 }
 
 impl<F: Fs> Inner<F> {
+    /// The state, locked. A thread that panicked while it held the lock
+    /// may have left it half-changed: the WAL stops (fail-stop), and every
+    /// later call gets `Stopped` with an `Internal` cause.
     pub(crate) fn state(&self) -> MutexGuard<'_, State<F>> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock().unwrap_or_else(|poisoned| {
+            let mut st = poisoned.into_inner();
+            if st.stopped.is_none() {
+                st.stopped = Some(Error::Internal(
+                    "a thread panicked while it held the WAL's state; it may be half-changed".into(),
+                ));
+            }
+            st
+        })
     }
 
     /// A fresh segment id (never reused: see the meta file's high-water
@@ -214,8 +225,19 @@ impl<F: Fs> Inner<F> {
         self.next_segment_id.load(Ordering::Acquire)
     }
 
+    /// The leases, locked; a panic while they were held stops the WAL, as
+    /// for the state (see [`Inner::state`]).
     pub(crate) fn leases(&self) -> MutexGuard<'_, Leases> {
-        self.leases.lock().unwrap_or_else(|e| e.into_inner())
+        self.leases.lock().unwrap_or_else(|poisoned| {
+            let mut st = self.state();
+            if st.stopped.is_none() {
+                st.stopped = Some(Error::Internal(
+                    "a thread panicked while it held the iterators' leases".into(),
+                ));
+            }
+            drop(st);
+            poisoned.into_inner()
+        })
     }
 
     /// The current reader epoch (see `reader_epoch`).
@@ -1588,5 +1610,32 @@ impl<F: Fs> Drop for LiveAppender<'_, F> {
         if let Some(w) = leader {
             w.wake();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_while_the_state_is_locked_stops_the_wal() {
+        futures::executor::block_on(async {
+            let fs = simfs::SimFs::new(1);
+            let wal = Wal::open(fs, Path::new("/log"), Options::default())
+                .await
+                .expect("open");
+            wal.append(b"a".to_vec()).await.expect("append");
+            let inner = wal.inner.clone();
+            let panicked = std::thread::spawn(move || {
+                let _st = inner.state.lock();
+                panic!("planted: a panic while the state is locked");
+            })
+            .join();
+            assert!(panicked.is_err());
+            let e = wal.append(b"b".to_vec()).await.expect_err("a poisoned WAL must stop");
+            assert!(e.is_stopped(), "{e}");
+            assert!(e.to_string().contains("panicked"), "{e}");
+            assert!(matches!(wal.sync().await, Err(ref e) if e.is_stopped()));
+        });
     }
 }
