@@ -18,8 +18,28 @@ use crate::codec::{HeaderError, SegmentHeader, SEGMENT_HEADER_BYTES};
 use crate::error::{Error, Result};
 use crate::meta::{Meta, META_NAME};
 use crate::options::RecoveryMode;
-use crate::recovery::LostRecords;
 use crate::segment::{header_for, SegmentName};
+
+/// A range of acknowledged records a `PointInTime` open went on without.
+///
+/// ```
+/// // Listed in `RecoveryReport::lost`; a clean open lists none.
+/// let report = wal::RecoveryReport::default();
+/// let lost: u64 = report.lost.iter().map(|l: &wal::LostRecords| l.end - l.first).sum();
+/// assert_eq!(lost, 0);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LostRecords {
+    /// The first lost index.
+    pub first: u64,
+    /// One past the last lost index.
+    pub end: u64,
+    /// Where they should have been.
+    pub path: std::path::PathBuf,
+    /// The promise that says they existed.
+    pub evidence: String,
+}
 
 /// What the headers of the segment files said.
 #[derive(Debug)]

@@ -18,142 +18,19 @@
 
 use std::path::PathBuf;
 
-use futures::channel::oneshot;
 use futures::FutureExt;
 use simfs::{File, Fs, OpenOptions};
 use tracing::{debug, info, warn};
 
-use crate::codec::{encode_frame_seeded, encode_padding, frame_len, padding_len, FrameKind};
+use crate::codec::{encode_padding, frame_len, padding_len};
 use crate::error::{Error, Result};
-use crate::lifecycle::ActiveTail;
+use crate::inner::{Critical, Inner};
 use crate::options::SyncPolicy;
-use crate::recovery::Recovered;
-use crate::segment::{
-    header_for, thin_sparse, SegMeta, Segment, SegmentName, ACTIVE_SPARSE_STRIDE, SPARSE_ENTRIES_MAX,
-};
+use crate::segment::{header_for, thin_sparse, SegMeta, Segment, SegmentName, SPARSE_ENTRIES_MAX};
 use crate::sync::Arc;
-use crate::wal::{Critical, Inner};
-
-/// One admitted append waiting to be written.
-pub(crate) struct Request {
-    pub first_index: u64,
-    pub records: Vec<Vec<u8>>,
-    pub batch: bool,
-    pub bytes: usize,
-    pub done: oneshot::Sender<Result<u64>>,
-}
-
-/// The active segment as the writer sees it.
-struct Active<F: Fs> {
-    seg: Arc<Segment<F>>,
-    file: Arc<F::File>,
-    /// Where the next frame goes: the end of the last committed frame.
-    write_offset: u64,
-    records: u64,
-    /// The file is zero-filled up to here (`Options::preallocate_bytes`), so
-    /// writes below it change no file size and an fdatasync commits no
-    /// metadata. At least `write_offset`.
-    zeroed_until: u64,
-    /// `seg.seed.hasher()`, computed once: the lean append path encodes with it.
-    seeded: crc32fast::Hasher,
-}
-
-impl<F: Fs> Active<F> {
-    /// Encodes one append's records (indices from `first`) at the end of
-    /// `buf`, whose first byte goes at file offset `buf_offset`: a lone
-    /// record is a `Record`, a batch is `BatchMember`s closed by a
-    /// `BatchEnd`. Every `ACTIVE_SPARSE_STRIDE`-th index of the segment gets
-    /// an entry in `sparse`. Shared by the group path and the lean buffered
-    /// path, so both write the same bytes.
-    #[allow(clippy::too_many_arguments)]
-    fn encode_records(
-        &self,
-        buf: &mut Vec<u8>,
-        buf_offset: u64,
-        sparse: &mut Vec<(u64, u64)>,
-        first: u64,
-        records: &[Vec<u8>],
-        batch: bool,
-        durable_next: u64,
-    ) {
-        let n = records.len();
-        for (i, payload) in records.iter().enumerate() {
-            let index = first + i as u64;
-            let kind = match (batch, i + 1 == n) {
-                (false, _) => FrameKind::Record,
-                (true, false) => FrameKind::BatchMember,
-                (true, true) => FrameKind::BatchEnd,
-            };
-            if (index - self.seg.first_index) % ACTIVE_SPARSE_STRIDE == 0 {
-                sparse.push((index, buf_offset + buf.len() as u64));
-            }
-            encode_frame_seeded(buf, &self.seeded, kind, index, durable_next, payload);
-        }
-    }
-}
-
-/// The single writer's state, behind the async `writer` mutex.
-pub(crate) struct Writer<F: Fs> {
-    active: Option<Active<F>>,
-    /// Reused encode buffer.
-    buf: Vec<u8>,
-    /// Zeros for preallocation (kept to avoid reallocating).
-    zeros: Vec<u8>,
-    /// The write buffer: frames of acknowledged records of the active
-    /// segment, not yet written; they go at `active.write_offset`. Empty
-    /// whenever the active segment changes (seal, truncation, full prune).
-    pending: Vec<u8>,
-    /// Sparse-index entries of the pending frames (published when written).
-    pending_sparse: Vec<(u64, u64)>,
-    /// One past the last pending record (meaningful while `pending` is not
-    /// empty).
-    pending_next: u64,
-    /// While a group's frames (in `buf`) are being written to the active
-    /// segment: the offset they go to. A group commit dropped mid-write
-    /// leaves it set, and `Writer::resume` writes the same bytes there again
-    /// before it reads the files, so recovery never sees that write torn.
-    inflight_write: Option<u64>,
-}
+use crate::writer::{complete, Active, ActiveTail, Request, Writer};
 
 impl<F: Fs> Writer<F> {
-    pub(crate) fn new(rec: &Recovered<F>, segments: &[Arc<Segment<F>>]) -> Self {
-        let active = match (&rec.active_file, segments.last()) {
-            (Some(file), Some(seg)) if !seg.meta().sealed => {
-                let m = seg.meta();
-                Some(Active {
-                    seg: seg.clone(),
-                    file: file.clone(),
-                    write_offset: m.end_offset,
-                    records: m.last_index.map_or(0, |l| l - seg.first_index + 1),
-                    zeroed_until: m.end_offset,
-                    seeded: seg.seed.hasher(),
-                })
-            }
-            _ => None,
-        };
-        Writer {
-            active,
-            buf: Vec::new(),
-            zeros: Vec::new(),
-            pending: Vec::new(),
-            pending_sparse: Vec::new(),
-            pending_next: 0,
-            inflight_write: None,
-        }
-    }
-
-    /// Forgets everything about the files and takes recovery's view of them
-    /// (`Writer::resume`), keeping the buffers' capacity. Nothing may be
-    /// buffered: resume writes the buffer first.
-    pub(crate) fn reset_from(&mut self, rec: &Recovered<F>) {
-        debug_assert!(self.pending.is_empty(), "resume writes the buffer first");
-        let buf = std::mem::take(&mut self.buf);
-        let zeros = std::mem::take(&mut self.zeros);
-        *self = Writer::new(rec, &rec.segments);
-        self.buf = buf;
-        self.zeros = zeros;
-    }
-
     /// Writes what memory holds and the files may not after an interrupted
     /// operation: the write buffer, and the frames of a group whose write was
     /// dropped mid-way (the same bytes at the same offset: idempotent).
@@ -973,14 +850,6 @@ impl<F: Fs> Drop for Requeue<'_, F> {
             st.queued_bytes += r.bytes;
             st.queue.push_front(r);
         }
-    }
-}
-
-pub(crate) fn complete(requests: Vec<Request>, result: impl Fn(&Request) -> Result<u64>) {
-    for r in requests {
-        let res = result(&r);
-        // The appender may have gone away (its future dropped): fine.
-        let _ = r.done.send(res);
     }
 }
 

@@ -3,9 +3,9 @@
 use simfs::Fs;
 
 use crate::error::{Error, Result};
+use crate::inner::Inner;
 use crate::segment::{FrameReader, Segment};
 use crate::sync::{Arc, AtomicU64, Ordering};
-use crate::wal::Inner;
 
 /// An async iterator over records in index order, from [`crate::Wal::iter_from`].
 ///

@@ -32,11 +32,14 @@
 // layout parser, not part of the API: no stability promise.
 #[doc(hidden)]
 pub mod codec;
+mod compaction;
 mod error;
 mod evidence;
 mod group_commit;
+mod inner;
 mod iter;
 mod journal;
+mod leases;
 mod lifecycle;
 mod meta;
 mod options;
@@ -50,13 +53,15 @@ pub mod testing;
 mod verify;
 #[allow(clippy::module_inception)]
 mod wal;
+mod writer;
 
 pub use codec::MAX_RECORD_BYTES;
+pub use compaction::{CompactionOptions, CompactionPlan, CompactionRun, SegmentInfo};
 pub use error::{Error, Result};
+pub use evidence::LostRecords;
 pub use iter::WalIter;
-pub use lifecycle::{CompactionOptions, CompactionPlan, CompactionRun, SegmentInfo};
 pub use options::{Options, RecoveryMode, Sleeper, SyncPolicy};
-pub use recovery::{LostRecords, RecoveryReport};
+pub use recovery::RecoveryReport;
 pub use simfs::OsFs;
 pub use verify::{verify_dir, Notice, NoticeKind, Problem, ProblemKind, VerifyReport};
 pub use wal::{Stats, Wal};

@@ -24,7 +24,7 @@ use crate::codec::{
     FRAME_ALIGN_BYTES, FRAME_HEADER_BYTES, SEGMENT_HEADER_BYTES,
 };
 use crate::error::{Error, Result};
-use crate::evidence::{self, Headers, Justified};
+use crate::evidence::{self, Headers, Justified, LostRecords};
 use crate::journal::{self, Replayed, JOURNAL_COPY_NAME, JOURNAL_NAME};
 use crate::meta::{read_meta, write_meta, CleanMarker, Meta, MetaWriteError, META_NAME};
 use crate::options::RecoveryMode;
@@ -81,27 +81,6 @@ pub struct RecoveryReport {
     /// writable open in the same mode would do (files it would remove,
     /// bytes it would cut or rewrite), not what was done.
     pub read_only: bool,
-}
-
-/// A range of acknowledged records a `PointInTime` open went on without.
-///
-/// ```
-/// // Listed in `RecoveryReport::lost`; a clean open lists none.
-/// let report = wal::RecoveryReport::default();
-/// let lost: u64 = report.lost.iter().map(|l: &wal::LostRecords| l.end - l.first).sum();
-/// assert_eq!(lost, 0);
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct LostRecords {
-    /// The first lost index.
-    pub first: u64,
-    /// One past the last lost index.
-    pub end: u64,
-    /// Where they should have been.
-    pub path: std::path::PathBuf,
-    /// The promise that says they existed.
-    pub evidence: String,
 }
 
 /// The recovered state handed to the engine.

@@ -18,11 +18,11 @@ use simfs::Fs;
 use tracing::info;
 
 use crate::error::{Error, Result};
-use crate::group_commit::{complete, Request, Writer};
+use crate::inner::{meta_of, Critical, Inner};
 use crate::options::RecoveryMode;
 use crate::recovery::{recover, Recovered};
 use crate::sync::Ordering;
-use crate::wal::{meta_of, Critical, Inner};
+use crate::writer::{complete, Request, Writer};
 
 /// What the files hold of the appends that were queued when the operation
 /// was interrupted.

@@ -479,7 +479,7 @@ pub(crate) struct FrameScan {
 }
 
 /// The one decoder of a segment's validity, shared by reads
-/// ([`Segment::build_sparse`]) and [`crate::verify`]: expects the records
+/// ([`Segment::build_sparse`]) and the verifier (`verify.rs`): expects the records
 /// `first..=last` in order from `reader`. The segment validly holds them
 /// up to its last committing frame before the first damage: a frame that
 /// does not check, an index out of order, the read limit, or (`sealed`)

@@ -590,3 +590,76 @@ fn the_checker_catches_a_missing_test_and_a_missing_function() {
     );
     assert!(good.is_empty(), "{good:?}");
 }
+
+#[test]
+fn no_module_of_wal_src_uses_one_that_uses_it_back() {
+    // The engine's files form a hierarchy: the API (wal.rs) on top, the
+    // shared state (inner.rs) below the modules that operate on it. A cycle,
+    // direct or through others, means two files that cannot be understood
+    // apart.
+    let dir = workspace().join("wal/src");
+    let mut modules: BTreeMap<String, String> = BTreeMap::new();
+    for e in fs::read_dir(&dir).expect("wal/src").flatten() {
+        let p = e.path();
+        if p.extension().is_some_and(|x| x == "rs") {
+            let name = p.file_stem().expect("stem").to_string_lossy().into_owned();
+            let text = fs::read_to_string(&p).expect("read");
+            // Code only: comments and doc comments may name any module.
+            let code: String = text
+                .lines()
+                .map(|l| l.split("//").next().unwrap_or(""))
+                .collect::<Vec<_>>()
+                .join("\n");
+            modules.insert(name, code);
+        }
+    }
+    let deps: BTreeMap<String, std::collections::BTreeSet<String>> = modules
+        .iter()
+        .map(|(m, code)| {
+            let mut used = std::collections::BTreeSet::new();
+            for (at, _) in code.match_indices("crate::") {
+                let rest = &code[at + "crate::".len()..];
+                let names: Vec<&str> = if let Some(group) = rest.strip_prefix('{') {
+                    group.split('}').next().unwrap_or("").split(',').collect()
+                } else {
+                    vec![rest]
+                };
+                for n in names {
+                    let n: String = n
+                        .trim()
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_')
+                        .collect();
+                    if modules.contains_key(&n) && &n != m {
+                        used.insert(n);
+                    }
+                }
+            }
+            (m.clone(), used)
+        })
+        .collect();
+    // A module reaches itself through its dependencies: a cycle.
+    let mut cycles = Vec::new();
+    for start in deps.keys() {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut stack: Vec<(String, Vec<String>)> = vec![(start.clone(), vec![start.clone()])];
+        while let Some((m, path)) = stack.pop() {
+            for d in &deps[&m] {
+                if d == start {
+                    cycles.push(format!("{} -> {start}", path.join(" -> ")));
+                } else if seen.insert(d.clone()) {
+                    let mut p = path.clone();
+                    p.push(d.clone());
+                    stack.push((d.clone(), p));
+                }
+            }
+        }
+    }
+    assert!(deps.len() >= 15, "read {} modules", deps.len());
+    assert!(
+        deps["wal"].contains("inner"),
+        "the reader sees wal.rs use inner.rs: {:?}",
+        deps["wal"]
+    );
+    assert!(cycles.is_empty(), "import cycles in wal/src:\n{}", cycles.join("\n"));
+}
