@@ -10,6 +10,7 @@
 //! ```
 
 mod common;
+mod counting;
 mod okay;
 mod raft;
 mod raw;
@@ -450,6 +451,31 @@ fn reopen(ctx: &mut Ctx, workload: &str) {
     }
     for (label, _) in &systems {
         ctx.row(workload, label, "ms", "");
+    }
+    // What a clean reopen costs in fsyncs (each a device flush), apart from
+    // the timing: counted once per log of this WAL.
+    for (label, dir) in &systems {
+        if label.starts_with("wal") {
+            match walsys::open_fsyncs(dir) {
+                Ok([(of, od), (af, ad)]) => {
+                    let name = format!("{label}: fsyncs in the open");
+                    let run = Run {
+                        records: 1,
+                        ..Run::default()
+                    };
+                    let mut s = sample(0, (of + od) as f64, &run);
+                    s.records_per_fsync = None;
+                    ctx.row(workload, &name, "fsyncs", "").samples.push(s);
+                    ctx.note(
+                        workload,
+                        &name,
+                        "fsyncs",
+                        &format!("open: {of} file + {od} dir; first durable append: {af} file + {ad} dir"),
+                    );
+                }
+                Err(e) => eprintln!("  {workload}: counting the fsyncs of {label}: {e}"),
+            }
+        }
     }
     for rep in 0..ctx.args.reps {
         for (label, dir) in rotated(

@@ -238,6 +238,21 @@ pub fn reopen_append(dir: &Path) -> BResult<(f64, u64)> {
     Ok((secs, segments))
 }
 
+/// W7's fsync count: opens the cleanly closed log at `dir` on a filesystem
+/// that counts fsyncs, then appends one durable record. Returns the file
+/// and directory fsyncs of the open alone, then of the append.
+pub fn open_fsyncs(dir: &Path) -> BResult<[(u64, u64); 2]> {
+    use crate::counting::{CountingFs, Counts};
+    let counts = std::sync::Arc::new(Counts::default());
+    let fs = CountingFs::new(OsFs::new(), counts.clone());
+    let wal = block_on(Wal::open(fs, dir, Options::default()))?;
+    let opened = counts.get();
+    block_on(wal.append(payload(256, 2)))?;
+    let (f, d) = counts.get();
+    block_on(wal.close())?;
+    Ok([opened, (f - opened.0, d - opened.1)])
+}
+
 /// Builds a cleanly closed log of about `bytes` bytes in segments of
 /// `segment_bytes` (64 KiB records, batches of 16, one sync at the end).
 pub fn build(dir: &Path, bytes: u64, segment_bytes: u64) -> BResult<u64> {
