@@ -37,7 +37,9 @@ pub struct Stats {
     pub records: u64,
     /// Payload bytes appended.
     pub payload_bytes: u64,
-    /// Bytes written to segment files (frames and headers).
+    /// Bytes of frames (records and padding) that appends, the write buffer
+    /// and `sync` wrote to segment files. Not counted: segment headers,
+    /// preallocated zeros, compaction outputs, recovery's rewrites.
     pub bytes_written: u64,
     /// Group-commit writes.
     pub writes: u64,
