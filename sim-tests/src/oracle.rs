@@ -624,10 +624,25 @@ impl Oracle {
         }
         for (id, base) in found {
             self.inst.cancelled.remove(&id);
-            let slots = self.slots_of(id);
+            let mut mine = self.slots_of(id);
+            // A truncation may have kept only a prefix (the scan checked that
+            // what is there is one): the model takes what is there.
+            let present = (0..mine.len())
+                .take_while(|&k| {
+                    let idx = base.wrapping_add(k as u64);
+                    // (Below the first index: pruned since; the model skips it.)
+                    idx < first
+                        || idx < first + slots.len() as u64
+                            && match slots[(idx - first) as usize] {
+                                Slot::Rec(i, j) => (i, j) == (id, k),
+                                Slot::Empty => mine[k] == Slot::Empty,
+                            }
+                })
+                .count();
+            mine.truncate(present);
             self.cov.mark(Mark::CancelledAppendLanded);
             self.event(&format!("cancelled #{id} is in the log at {base}"));
-            match self.inst.log.acknowledge_at(base, slots, false) {
+            match self.inst.log.acknowledge_at(base, mine, false) {
                 // Admitted before a truncation or prune moved the floor
                 // past it, and written by the group that drained it.
                 Ok(())
@@ -1239,6 +1254,14 @@ impl Oracle {
         for (id, k) in cut {
             if let Some(a) = self.attempts.get_mut(id) {
                 a.cut = Some(a.cut.map_or(k, |c| c.min(k)));
+            }
+        }
+        // A cancelled append no scan has shown may have been admitted at any
+        // index (then written by the truncation's drain and cut where the
+        // truncation cuts): only a prefix of it may stay (soak seed 5002934).
+        for &id in &self.inst.cancelled {
+            if let Some(a) = self.attempts.get_mut(id) {
+                a.cut = Some(0);
             }
         }
         // Nor does a process crash keep them: the interrupted truncation

@@ -218,6 +218,8 @@ fn soak_seeds() {
     }
     for seed in [
         93_033_056, 95_018_738, 96_004_794, 96_025_562, 97_012_534, 97_026_819, 97_026_907, 97_038_765, 97_086_538,
+        // A cancelled batch written by a truncation's drain and cut by it.
+        5_002_934,
     ] {
         let r = check_seed(seed, Overrides::default());
         assert!(r.passed(), "{}", fail_message(&r));
