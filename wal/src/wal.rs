@@ -391,19 +391,25 @@ impl<F: Fs> Wal<F> {
         // Appends admitted before this call whose callers went away wait in
         // the queue for a leader: lead their groups (bounded: only requests
         // admitted before now; a failed group empties the queue).
-        let admitted = self.inner.state().admit_next;
-        while self
-            .inner
-            .state()
-            .queue
-            .front()
-            .is_some_and(|r| r.first_index < admitted)
-        {
-            self.inner.state().check_usable()?;
-            w.run_group(&self.inner).await;
-            if self.inner.is_interrupted() {
-                drop(w);
-                w = self.writer_resumed().await?;
+        // One look at the state when the queue is empty (the usual case).
+        let admitted = {
+            let st = self.inner.state();
+            (!st.queue.is_empty()).then_some(st.admit_next)
+        };
+        if let Some(admitted) = admitted {
+            loop {
+                {
+                    let st = self.inner.state();
+                    if st.queue.front().is_none_or(|r| r.first_index >= admitted) {
+                        break;
+                    }
+                    st.check_usable()?;
+                }
+                w.run_group(&self.inner).await;
+                if self.inner.is_interrupted() {
+                    drop(w);
+                    w = self.writer_resumed().await?;
+                }
             }
         }
         w.sync(&self.inner).await
