@@ -124,6 +124,10 @@ struct Instance {
     cancelled: std::collections::BTreeSet<usize>,
     /// Calls cancelled since this instance opened.
     cancels: u64,
+    /// The model's floor as last seen and the tick it was first seen there
+    /// (`Oracle::now`): a cancelled append that ended before then may sit
+    /// below it.
+    floor_seen: (u64, u64),
 }
 
 /// The oracle of one run.
@@ -347,6 +351,7 @@ impl Oracle {
     /// Advances the logical clock and returns the new tick.
     pub fn now(&mut self) -> u64 {
         self.tick += 1;
+        self.note_floor(self.tick);
         self.tick
     }
 
@@ -465,9 +470,10 @@ impl Oracle {
                     if self.inst.log.reseat(*first).is_ok() {
                         self.cov.mark(Mark::SnapshotInstall);
                         self.event(&format!("snapshot install: the log now starts at {first}"));
-                    } else if !self.inst.cancelled.is_empty() {
-                        // A cancelled append no scan has shown yet may hold
-                        // the gap (the next live check adopts it).
+                    } else if *first <= model_next + self.cancelled_records() {
+                        // Cancelled appends no scan has shown yet may hold
+                        // the gap, if they have that many records (the next
+                        // live check adopts them).
                     } else {
                         self.violation(format!(
                             "#{id}: acknowledged at {first}, above the next index {model_next}, but the log was not emptied by a prune"
@@ -589,9 +595,36 @@ impl Oracle {
         self.inst.cancelled.insert(id);
     }
 
-    /// Cancelled appends of this instance that no scan has shown yet.
-    pub fn pending_cancelled(&self) -> BTreeSet<usize> {
-        self.inst.cancelled.clone()
+    /// Cancelled appends of this instance that no scan has shown yet: their
+    /// ids, their records in all, and whether any of those is empty.
+    pub fn pending_cancelled(&self) -> (BTreeSet<usize>, u64, bool) {
+        let any_empty = self
+            .inst
+            .cancelled
+            .iter()
+            .filter_map(|&id| self.attempts.get(id))
+            .any(|a| a.records.iter().any(|r| r.1 == 0));
+        (self.inst.cancelled.clone(), self.cancelled_records(), any_empty)
+    }
+
+    /// Records of the cancelled appends no scan has shown yet: how far past
+    /// the model's next index the log may reach without them adopted.
+    fn cancelled_records(&self) -> u64 {
+        self.inst
+            .cancelled
+            .iter()
+            .filter_map(|&id| self.attempts.get(id))
+            .map(|a| a.records.len() as u64)
+            .sum()
+    }
+
+    /// Notes the model's floor (see `Instance::floor_seen`): first seen
+    /// there at `tick`.
+    fn note_floor(&mut self, tick: u64) {
+        let floor = self.inst.log.floor();
+        if floor != self.inst.floor_seen.0 {
+            self.inst.floor_seen = (floor, tick);
+        }
     }
 
     /// A writer dropped the future of a call that acknowledges nothing by
@@ -642,14 +675,18 @@ impl Oracle {
             mine.truncate(present);
             self.cov.mark(Mark::CancelledAppendLanded);
             self.event(&format!("cancelled #{id} is in the log at {base}"));
+            // (A floor moved since the last tick moved after every end so far.)
+            self.note_floor(self.tick + 1);
+            let before_floor = self.attempts.get(id).is_some_and(|a| a.end < self.inst.floor_seen.1);
             match self.inst.log.acknowledge_at(base, mine, false) {
-                // Admitted before a truncation or prune moved the floor
-                // past it, and written by the group that drained it.
-                Ok(())
-                | Err(Mismatch {
+                Ok(()) => {}
+                // Admitted (and written by a later group) before a
+                // truncation or an operator's cut moved the floor past it:
+                // it was cancelled before the floor got where it is.
+                Err(Mismatch {
                     problem: Problem::BelowFloor { .. },
                     ..
-                }) => {}
+                }) if before_floor => {}
                 Err(m) => self.violation(format!("cancelled #{id} in the log at {base}: {m}")),
             }
         }
@@ -657,9 +694,9 @@ impl Oracle {
 
     /// The injected fault that explains a stop with `cause` (every stop
     /// needs one; a cancelled call is never one): for an I/O error, a
-    /// fault SimFs injected into the file it names (by path, or by the
-    /// inode of a handle), else one injected since this instance opened;
-    /// for corruption, recorded damage. Any other cause (an internal
+    /// fault SimFs injected into the file it names (by path, or by an inode
+    /// that name had: a handle's operations carry only the inode) or into
+    /// the fsync of its directory; for corruption, recorded damage. Any other cause (an internal
     /// invariant, a cancellation) has none.
     fn explain_stop(&mut self, cause: &Error) -> Option<String> {
         let mut root = cause;
@@ -670,16 +707,35 @@ impl Oracle {
             Error::Io { path, .. } => {
                 let fs = self.fs.as_ref()?;
                 let named = path.to_string_lossy();
-                let ino = fs.inode_of(path);
+                let parent = path.parent().map(|p| p.to_string_lossy().into_owned());
                 let trace = fs.trace();
-                let fault = |t: &&simfs::TraceEvent| t.fault.is_some_and(fails_a_call);
+                // The file's inodes: now, and under its name earlier (a
+                // handle's operations carry only the inode; the file may
+                // have been renamed or removed since).
+                let mut inos: BTreeSet<u64> = fs.inode_of(path).into_iter().collect();
+                inos.extend(
+                    trace
+                        .iter()
+                        .filter(|t| {
+                            [&t.path, &t.to_path]
+                                .iter()
+                                .any(|p| p.as_deref() == Some(named.as_ref()))
+                        })
+                        .filter_map(|t| t.ino),
+                );
+                // A fault into the file, or into its directory's entries
+                // (an error on a file's removal or creation may be the
+                // directory's fsync that makes it durable).
                 let on_file = trace
                     .iter()
                     .rev()
-                    .filter(fault)
-                    .find(|t| t.path.as_deref() == Some(named.as_ref()) || (ino.is_some() && t.ino == ino));
-                let any = || trace.iter().rev().filter(fault).find(|t| t.seq >= self.recovery_seq);
-                on_file.or_else(any).map(|t| {
+                    .filter(|t| t.fault.is_some_and(fails_a_call))
+                    .find(|t| {
+                        t.path.as_deref() == Some(named.as_ref())
+                            || t.ino.is_some_and(|i| inos.contains(&i))
+                            || (t.op == "sync_dir" && t.path.is_some() && t.path == parent)
+                    });
+                on_file.map(|t| {
                     format!(
                         "{:?} injected into {} of {} at fs seq {}",
                         t.fault.unwrap_or(simfs::FaultKind::EioWrite),
@@ -1293,9 +1349,11 @@ impl Oracle {
         self.failstop(start, result.as_ref().map(|_| ()), "truncate");
         match result {
             Ok(()) => {
-                // (A cancelled append the scans have not shown may have
-                // been written by the truncation's drain, past the model.)
-                if !valid && self.inst.log.exact() && self.inst.cancelled.is_empty() {
+                // (Cancelled appends the scans have not shown may have been
+                // written by the truncation's drain, past the model's next
+                // index by at most their records.)
+                let past_cancelled = from > next && from <= next + self.cancelled_records();
+                if !valid && self.inst.log.exact() && !past_cancelled {
                     self.violation(format!("{what}: Ok for an argument outside the log [{first}, {next}]"));
                     return;
                 }

@@ -1422,7 +1422,7 @@ impl Sim {
             let lies_before = self.lies_at_open;
             // Cancelled appends not yet seen: `close` finishes every admitted
             // append, so their records may appear after the reopen.
-            let cancelled = self.ctx.oracle().pending_cancelled();
+            let (cancelled, cancelled_records, cancelled_empty) = self.ctx.oracle().pending_cancelled();
             let r = wal.close().await;
             let ok = r.is_ok();
             self.ctx.oracle().finish_close(start, &r);
@@ -1468,10 +1468,11 @@ impl Sim {
                     && !self.damaged_since(close_seq, lies_before)
                     && self.ctx.oracle().cov.get(Mark::DamageRepaired) == repairs;
                 let grown_by_cancelled = after.len() > slots.len()
+                    && (after.len() - slots.len()) as u64 <= cancelled_records
                     && after.starts_with(&slots)
                     && after[slots.len()..].iter().all(|s| match s {
                         Slot::Rec(id, _) => cancelled.contains(id),
-                        Slot::Empty => !cancelled.is_empty(),
+                        Slot::Empty => cancelled_empty,
                     });
                 if grown_by_cancelled {
                     self.ctx.oracle().cov.mark(Mark::CancelledAppendLanded);
