@@ -846,12 +846,12 @@ impl Sim {
                         // scan over a flaky disk makes progress.
                         errors = 0;
                     }
-                    Some(Err(e)) if e.is_stopped() && (cfg.write_buffer_bytes > 0 || cfg.on(FaultClass::Cancel)) => {
+                    Some(Err(e)) if e.is_stopped() => {
                         // The scan wrote the write buffer, or resumed after a
                         // cancelled operation, and that failed: the WAL
                         // stopped (fail-stop, checked by the caller, which
                         // closes and reopens; the stop needs an injected
-                        // fault, `Oracle::note_stopped`).
+                        // fault behind it, `Oracle::note_stopped`).
                         self.ctx
                             .oracle()
                             .event(&format!("scan at {pos}: {e}").replace('\n', " "));
