@@ -56,7 +56,7 @@ impl<F: Fs> Writer<F> {
     /// Writes the write buffer (`Options::write_buffer_bytes`) with one
     /// positional write at the end of the active segment, then publishes its
     /// records as written (segment end, last index, sparse index,
-    /// `State::unwritten_from`). A no-op when nothing is buffered.
+    /// `Frontier::written`). A no-op when nothing is buffered.
     ///
     /// A failure stops the WAL: the buffered records were acknowledged and
     /// can no longer be promised (like a failed fsync). Dropping the future
@@ -89,12 +89,12 @@ impl<F: Fs> Writer<F> {
         }
         self.pending.clear();
         let mut st = inner.state();
-        debug_assert!(st.unwritten_from.is_some(), "buffered records are marked unwritten");
         debug_assert_eq!(
-            st.readable_next, self.pending_next,
+            st.frontier.readable(),
+            self.pending_next,
             "the buffer holds the newest records"
         );
-        st.unwritten_from = None;
+        st.frontier.buffer_written();
         st.stats.writes += 1;
         st.stats.bytes_written += written;
         st.stats.buffer_flushes += 1;
@@ -103,8 +103,8 @@ impl<F: Fs> Writer<F> {
     }
 
     /// The lean append path of the write buffer, for an appender that got
-    /// the writer mutex with `try_lock`: admission (the same checks and index
-    /// assignment as `Inner::admit`), encoding into the buffer and
+    /// the writer mutex with `try_lock`: admission (`State::admissible`, as
+    /// for `Inner::admit`), encoding into the buffer and
     /// publication in ONE critical section of the state lock, with no
     /// `.await` from admission to publication (so there is nothing for
     /// `Critical` to guard, and no queue entry or channel). The queue must be
@@ -113,10 +113,10 @@ impl<F: Fs> Writer<F> {
     /// written after ours, by whoever holds the mutex next.
     ///
     /// `None` (nothing changed) when the group path must decide: the queue
-    /// is not empty or admission is paused, the clean marker must go first,
-    /// no active segment or it must be sealed first (size, record count,
-    /// unaligned durable tail), `append_at` at another index (`WrongIndex`
-    /// or a snapshot install), the end of the index space.
+    /// is not empty, admission must wait, a snapshot install, the clean
+    /// marker must go first, no active segment or it must be sealed first
+    /// (size, record count, unaligned durable tail). Admission's errors
+    /// (`Stopped`, `WrongIndex`, the end of the index space) are returned.
     pub(crate) async fn try_append_buffered(
         &mut self,
         inner: &Inner<F>,
@@ -146,23 +146,24 @@ impl<F: Fs> Writer<F> {
             return None;
         }
         let mut st = inner.state();
-        if let Err(e) = st.check_usable() {
-            return Some(Err(e));
+        // Only with nothing queued may this append go ahead of the queue,
+        // and a snapshot install (`reseatable`) needs the group path.
+        if !st.queue.is_empty() || st.reseatable {
+            return st.check_usable().err().map(Err);
         }
-        if !st.queue.is_empty() || st.admission_paused || st.reseatable || st.interrupted.is_some() {
-            return None;
-        }
-        let first = st.admit_next;
-        if at.is_some_and(|i| i != first) {
-            return None;
-        }
-        let next = first.checked_add(n).filter(|&x| x < u64::MAX)?;
+        let first = match st.admissible(n, bytes, at, &inner.opts) {
+            Ok(Some(first)) => first,
+            Ok(None) => return None,
+            Err(e) => return Some(Err(e)),
+        };
+        let next = first + n;
         debug_assert_eq!(
-            st.readable_next, first,
+            st.frontier.readable(),
+            first,
             "queue empty + writer mutex: all admitted is published"
         );
         // The durable tail ends mid-block (as in `write_group`): seal first.
-        if a.records > 0 && end % inner.opts.durable_alignment_bytes != 0 && st.durable_next == first {
+        if a.records > 0 && end % inner.opts.durable_alignment_bytes != 0 && st.frontier.durable() == first {
             return None;
         }
         a.encode_records(
@@ -172,15 +173,17 @@ impl<F: Fs> Writer<F> {
             first,
             records,
             batch,
-            st.durable_next,
+            st.frontier.durable(),
         );
         if let Some(a) = self.active.as_mut() {
             a.records += n;
         }
         self.pending_next = next;
-        st.unwritten_from.get_or_insert(first);
-        st.admit_next = next;
-        st.readable_next = next;
+        match st.take_admitted(n) {
+            Ok(admitted) => debug_assert_eq!(admitted, first),
+            Err(e) => return Some(Err(e)),
+        }
+        st.frontier.publish(first, next, true);
         st.stats.appends += 1;
         st.stats.records += n;
         st.stats.payload_bytes += bytes as u64;
@@ -229,7 +232,7 @@ impl<F: Fs> Writer<F> {
                     group.push(r);
                 }
             }
-            (group, st.durable_next)
+            (group, st.frontier.durable())
         };
         let Some(first) = group.first().map(|r| r.first_index) else {
             return;
@@ -256,7 +259,7 @@ impl<F: Fs> Writer<F> {
                 let cause = Error::AppendFailed { cause: Box::new(cause) };
                 let queued = {
                     let mut st = inner.state();
-                    st.admit_next = first;
+                    st.frontier.unadmit(first);
                     st.queued_bytes = 0;
                     st.queue.drain(..).collect::<Vec<_>>()
                 };
@@ -317,7 +320,7 @@ impl<F: Fs> Writer<F> {
             // 7001352: rename EIO, the group written after the tail, a torn
             // 512-byte unit took a record recovery had made durable).
             let align = inner.opts.durable_alignment_bytes;
-            let durable_tail = inner.state().durable_next == group[0].first_index;
+            let durable_tail = inner.state().frontier.durable() == group[0].first_index;
             if a.records > 0 && self.end_of(a) % align != 0 && durable_tail {
                 if let Err(e) = self.seal(inner).await {
                     if let GroupError::Abort(e) = &e {
@@ -364,12 +367,7 @@ impl<F: Fs> Writer<F> {
             self.pending_sparse.extend(sparse);
             self.pending_next = next;
             let mut st = inner.state();
-            debug_assert_eq!(
-                st.readable_next, group[0].first_index,
-                "groups are published in index order"
-            );
-            st.unwritten_from.get_or_insert(group[0].first_index);
-            st.readable_next = next;
+            st.frontier.publish(group[0].first_index, next, true);
             st.stats.appends += group.len() as u64;
             st.stats.records += records;
             st.stats.payload_bytes += group.iter().map(|r| r.bytes as u64).sum::<u64>();
@@ -444,13 +442,9 @@ impl<F: Fs> Writer<F> {
             m.sparse.extend(sparse);
         }
         let mut st = inner.state();
-        debug_assert_eq!(
-            st.readable_next, group[0].first_index,
-            "groups are published in index order"
-        );
-        st.readable_next = next;
+        st.frontier.publish(group[0].first_index, next, false);
         if synced {
-            st.durable_next = next;
+            st.frontier.made_durable(next);
             st.stats.fsyncs += 1;
         }
         st.stats.appends += group.len() as u64;
@@ -476,7 +470,7 @@ impl<F: Fs> Writer<F> {
         self.flush(inner).await?;
         let (readable, durable) = {
             let st = inner.state();
-            (st.readable_next, st.durable_next)
+            (st.frontier.readable(), st.frontier.durable())
         };
         if durable >= readable {
             return Ok(());
@@ -508,7 +502,7 @@ impl<F: Fs> Writer<F> {
             return Err(inner.stop(Error::io("sync_data", &path, 0, e)));
         }
         let mut st = inner.state();
-        st.durable_next = st.durable_next.max(readable);
+        st.frontier.made_durable(readable);
         st.stats.fsyncs += 1;
         Ok(())
     }
@@ -587,7 +581,7 @@ impl<F: Fs> Writer<F> {
     pub(crate) async fn settle_after_truncate(&mut self, inner: &Inner<F>) -> Result<()> {
         let (next, durable_tail) = {
             let st = inner.state();
-            (st.readable_next, st.durable_next == st.readable_next)
+            (st.frontier.readable(), st.frontier.durable() == st.frontier.readable())
         };
         let step = match &self.active {
             // The cut sealed the holder by name (or removed every segment):
@@ -660,7 +654,7 @@ impl<F: Fs> Writer<F> {
         );
         let (readable, durable) = {
             let st = inner.state();
-            (st.readable_next, st.durable_next)
+            (st.frontier.readable(), st.frontier.durable())
         };
         if durable < readable {
             active
@@ -669,7 +663,7 @@ impl<F: Fs> Writer<F> {
                 .await
                 .map_err(|e| GroupError::Stop(Error::io("sync_data", &from, 0, e)))?;
             let mut st = inner.state();
-            st.durable_next = st.durable_next.max(readable);
+            st.frontier.made_durable(readable);
             st.stats.fsyncs += 1;
         }
         if let Err(e) = inner.fs.rename(&from, &to).await {

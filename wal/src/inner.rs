@@ -14,6 +14,7 @@ use simfs::Fs;
 use tracing::{error, warn};
 
 use crate::error::{Error, Result};
+use crate::frontier::Frontier;
 use crate::leases::Leases;
 use crate::meta::Meta;
 use crate::options::{Options, SyncPolicy};
@@ -97,29 +98,16 @@ pub(crate) struct State<F: Fs> {
     /// Why the WAL stopped, if it did: returned by every call.
     pub stopped: Option<Error>,
     pub closed: bool,
-    /// The index the next admitted append gets.
-    pub admit_next: u64,
+    /// Where the log starts and how far its records are durable, written,
+    /// readable and admitted (the order is kept by `Frontier`).
+    pub frontier: Frontier,
     /// Admitted appends not yet written, in index order.
     pub queue: VecDeque<Request>,
     pub queued_bytes: usize,
-    /// Records below this index are acknowledged and readable (through this
-    /// `Wal`: the newest may still be in the write buffer, see
-    /// `unwritten_from`).
-    pub readable_next: u64,
-    /// The first acknowledged record that is only in the writer's write
-    /// buffer (`Options::write_buffer_bytes`), not yet in the segment file;
-    /// `None` when every readable record is in the file. Set when a record
-    /// is buffered, cleared when the buffer is written. Never `Some` across
-    /// a truncation or a full prune (both write the buffer first).
-    pub unwritten_from: Option<u64>,
-    /// Records below this index are durable.
-    pub durable_next: u64,
-    /// The first index in the log.
-    pub first_index: u64,
     /// Sealed segments then (maybe) the active one, in log order.
     pub segments: Vec<Arc<Segment<F>>>,
     /// The log was emptied by a prune (or truncation) through its end: the
-    /// next `append_at` may start at any index at or above `admit_next`.
+    /// next `append_at` may start at any index at or above the admitted one.
     pub reseatable: bool,
     /// A full prune is resetting the indices: admission waits (appenders
     /// queue behind the writer mutex the prune holds).
@@ -140,11 +128,70 @@ pub(crate) struct State<F: Fs> {
 }
 
 impl<F: Fs> State<F> {
-    /// Records below this index are in the segment files (readers may look
-    /// for them there); from here to `readable_next` they are acknowledged
-    /// but still in the write buffer: see [`Inner::ensure_written`].
-    pub(crate) fn written_next(&self) -> u64 {
-        self.unwritten_from.unwrap_or(self.readable_next)
+    /// The admission rules, the one place they are coded (the group path,
+    /// `Inner::admit`, and the write buffer's lean path,
+    /// `Writer::try_append_buffered`, both ask here): whether `records`
+    /// records of `bytes` payload bytes, appended at `at` if given, may be
+    /// admitted now, and at which index. Nothing is admitted yet: the caller
+    /// takes the indices with [`State::take_admitted`] in the same critical
+    /// section, after any checks of its own.
+    ///
+    /// `Ok(None)`: wait and ask again (an interrupted operation must be
+    /// resumed first, admission is paused, or the queue is full). Errors:
+    /// `Stopped`/`Closed`, `WrongIndex`, the end of the index space.
+    ///
+    /// An `at` above the next index of an empty log (new, or pruned through
+    /// its end: `reseatable`) moves the log there (a snapshot install).
+    pub(crate) fn admissible(
+        &mut self,
+        records: u64,
+        bytes: usize,
+        at: Option<u64>,
+        opts: &Options,
+    ) -> Result<Option<u64>> {
+        self.check_usable()?;
+        if self.interrupted.is_some() {
+            // The indices may move when memory is rebuilt from the files:
+            // admit (and check `at`) only after the resume.
+            return Ok(None);
+        }
+        if let Some(index) = at {
+            let empty =
+                self.reseatable && self.segments.is_empty() && self.queue.is_empty() && self.frontier.is_empty();
+            if empty && index > self.frontier.admitted() {
+                // Nothing is buffered: a full prune writes the buffer first
+                // and no segment exists to buffer into since.
+                self.frontier.emptied_at(index);
+            }
+            if index != self.frontier.admitted() {
+                return Err(Error::WrongIndex {
+                    expected: self.frontier.admitted(),
+                    got: index,
+                });
+            }
+        }
+        let full = !self.queue.is_empty()
+            && (self.queued_bytes + bytes > opts.max_queue_bytes || self.queue.len() >= opts.max_queue_appends);
+        if full || self.admission_paused {
+            return Ok(None);
+        }
+        let first = self.frontier.admitted();
+        if first.checked_add(records).is_none_or(|n| n == u64::MAX) {
+            return Err(Error::InvalidArgument("the u64 index space is exhausted".into()));
+        }
+        Ok(Some(first))
+    }
+
+    /// Takes `records` indices that [`State::admissible`] allowed, in the
+    /// same critical section; returns the first. The log's start is fixed
+    /// from here on (no snapshot jump any more).
+    pub(crate) fn take_admitted(&mut self, records: u64) -> Result<u64> {
+        let first = self
+            .frontier
+            .admit(records)
+            .ok_or_else(|| Error::Internal("admission took indices that `admissible` had not allowed".into()))?;
+        self.reseatable = false;
+        Ok(first)
     }
 
     pub(crate) fn check_usable(&self) -> Result<()> {
@@ -445,43 +492,12 @@ impl<F: Fs> Inner<F> {
         at: Option<u64>,
     ) -> Result<std::result::Result<oneshot::Receiver<Result<u64>>, Vec<Vec<u8>>>> {
         let mut st = self.state();
-        st.check_usable()?;
-        if st.interrupted.is_some() {
-            // The indices may move when memory is rebuilt from the files:
-            // admit (and check `at`) only after the resume.
+        let n = records.len() as u64;
+        let Some(expected) = st.admissible(n, bytes, at, &self.opts)? else {
             return Ok(Err(records));
-        }
-        let empty = st.reseatable && st.segments.is_empty() && st.queue.is_empty() && st.admit_next == st.first_index;
-        if let Some(index) = at {
-            if empty && index > st.admit_next {
-                // An empty log (new, or pruned through its end) may start at
-                // any index at or above its next index (snapshot install).
-                // Nothing is buffered: a full prune writes the buffer first
-                // and no segment exists to buffer into since.
-                debug_assert!(st.unwritten_from.is_none());
-                st.first_index = index;
-                st.admit_next = index;
-                st.readable_next = index;
-                st.durable_next = index;
-            }
-            if index != st.admit_next {
-                return Err(Error::WrongIndex {
-                    expected: st.admit_next,
-                    got: index,
-                });
-            }
-        }
-        let full = !st.queue.is_empty()
-            && (st.queued_bytes + bytes > self.opts.max_queue_bytes || st.queue.len() >= self.opts.max_queue_appends);
-        if full || st.admission_paused {
-            return Ok(Err(records));
-        }
-        let first = st.admit_next;
-        st.reseatable = false;
-        st.admit_next = first
-            .checked_add(records.len() as u64)
-            .filter(|&n| n < u64::MAX)
-            .ok_or_else(|| Error::InvalidArgument("the u64 index space is exhausted".into()))?;
+        };
+        let first = st.take_admitted(n)?;
+        debug_assert_eq!(first, expected);
         #[cfg(feature = "shuttle")]
         if crate::testing::split_admission() {
             // The planted bug (shuttle build only): another admission may
@@ -514,11 +530,11 @@ impl<F: Fs> Inner<F> {
     pub(crate) fn segment_for(&self, index: u64) -> Result<Arc<Segment<F>>> {
         let st = self.state();
         st.check_usable()?;
-        if index < st.first_index || index >= st.readable_next {
+        if index < st.frontier.first() || index >= st.frontier.readable() {
             return Err(Error::OutOfRange {
                 index,
-                first: st.first_index,
-                next: st.readable_next,
+                first: st.frontier.first(),
+                next: st.frontier.readable(),
             });
         }
         let pos = st.segments.partition_point(|s| s.first_index <= index);
@@ -545,8 +561,8 @@ impl<F: Fs> Inner<F> {
             let st = self.state();
             return Err(Error::OutOfRange {
                 index,
-                first: pruning_below.max(st.first_index),
-                next: st.readable_next,
+                first: pruning_below.max(st.frontier.first()),
+                next: st.frontier.readable(),
             });
         }
         let now = self.segment_for(index)?;
@@ -571,7 +587,7 @@ impl<F: Fs> Inner<F> {
     /// write buffer (`Options::write_buffer_bytes`): readers call it before
     /// they look for `index` in a file (and before they read the segment's
     /// `end_offset` to bound that read). Returns after one look at the state
-    /// when `index` is below [`State::written_next`] (always so with the
+    /// when `index` is below `Frontier::written` (always so with the
     /// buffer off); otherwise takes the writer mutex and writes the buffer.
     /// Errors: `Stopped`/`Closed`, or the `Stopped` of a failed write.
     ///
@@ -581,7 +597,7 @@ impl<F: Fs> Inner<F> {
         {
             let st = self.state();
             st.check_usable()?;
-            if index < st.written_next() {
+            if index < st.frontier.written() {
                 return Ok(());
             }
         }

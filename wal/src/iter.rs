@@ -157,16 +157,16 @@ impl<F: Fs> WalIter<F> {
             if self.inner.leases().revoked(self.lease) {
                 return Err(Error::IteratorExpired { position: self.next });
             }
-            if self.next < st.first_index {
+            if self.next < st.frontier.first() {
                 // Only records that never existed can have been pruned under
                 // a live lease (it was caught up): skip to the new start.
-                self.next = st.first_index;
+                self.next = st.frontier.first();
                 self.reader = None;
             }
-            if self.next >= st.readable_next {
+            if self.next >= st.frontier.readable() {
                 return Ok(None);
             }
-            (st.readable_next, st.written_next())
+            (st.frontier.readable(), st.frontier.written())
         };
         let index = self.next;
         if index >= written_next {

@@ -35,6 +35,7 @@ pub mod codec;
 mod compaction;
 mod error;
 mod evidence;
+mod frontier;
 mod group_commit;
 mod inner;
 mod iter;

@@ -65,7 +65,7 @@ impl<F: Fs> Inner<F> {
         let (next_index, empty_first) = {
             let state = self.state();
             let empty = state.segments.is_empty();
-            (state.readable_next, empty.then_some(state.first_index))
+            (state.frontier.readable(), empty.then_some(state.frontier.first()))
         };
         let (active_id, active_len) = active.unwrap_or((0, 0));
         self.update_meta(|m| {
@@ -136,8 +136,8 @@ impl<F: Fs> Inner<F> {
                 .cloned()
                 .collect();
             let Some(last) = doomed.last().and_then(|s| s.meta().last_index) else {
-                self.leases().set_pruning_below(st.first_index);
-                return Ok(st.first_index);
+                self.leases().set_pruning_below(st.frontier.first());
+                return Ok(st.frontier.first());
             };
             // Exactly what goes: iterators may start at `last + 1` meanwhile.
             self.leases().set_pruning_below(last + 1);
@@ -149,7 +149,7 @@ impl<F: Fs> Inner<F> {
         // 2. Memory: readers see the new first index.
         {
             let mut st = self.state();
-            st.first_index = st.first_index.max(new_first);
+            st.frontier.pruned_to(new_first);
             st.segments.retain(|s| !doomed.iter().any(|d| Arc::ptr_eq(s, d)));
         }
         self.invalidate_readers();
@@ -170,10 +170,7 @@ impl<F: Fs> Inner<F> {
         self.update_meta(|m| m.low_water = m.low_water.max(new_first)).await?;
         let doomed = {
             let mut st = self.state();
-            st.first_index = new_first;
-            st.admit_next = new_first;
-            st.readable_next = new_first;
-            st.durable_next = new_first;
+            st.frontier.emptied_at(new_first);
             st.reseatable = true;
             std::mem::take(&mut st.segments)
         };
@@ -190,10 +187,8 @@ impl<F: Fs> Inner<F> {
         // Readers stop seeing the doomed records at once.
         let first = {
             let mut st = self.state();
-            st.readable_next = st.readable_next.min(from);
-            st.durable_next = st.durable_next.min(from);
-            st.admit_next = from;
-            st.first_index
+            st.frontier.truncated(from);
+            st.frontier.first()
         };
         self.invalidate_readers();
         // The low-water mark keeps the next index if everything goes; the
@@ -291,11 +286,11 @@ impl<F: Fs> Inner<F> {
             );
             // The name will promise the kept records: they must be durable
             // first (an active holder under `Manual` may hold unsynced ones).
-            if self.state().durable_next < from {
+            if self.state().frontier.durable() < from {
                 let file = seg.file(&self.fs).await?;
                 file.sync_data().await.map_err(|e| io("sync_data", &old_path, e))?;
                 let mut st = self.state();
-                st.durable_next = st.durable_next.max(from);
+                st.frontier.made_durable(from);
                 st.stats.fsyncs += 1;
             }
             if old_path != sealed_path {

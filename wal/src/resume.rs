@@ -81,7 +81,7 @@ impl<F: Fs> Writer<F> {
                 st.interrupted = None;
                 st.stats.resumes += 1;
             }
-            st.readable_next
+            st.frontier.readable()
         };
         inner.invalidate_readers();
         info!(dir = %inner.dir.display(), operation, next, "resumed after an interrupted operation");
@@ -157,13 +157,13 @@ fn reconcile<F: Fs>(inner: &Inner<F>, rec: &Recovered<F>, operation: &'static st
     let next = rec.next_index;
     // Only a truncation removes acknowledged records from the end, and only
     // a prune from the start (both were asked to).
-    if next < st.readable_next && operation != "truncate" {
+    if next < st.frontier.readable() && operation != "truncate" {
         return Err(Error::corruption(
             &inner.dir,
             0,
             format!(
                 "after the interrupted {operation} the files end at index {next}, below the acknowledged {}",
-                st.readable_next
+                st.frontier.readable()
             ),
         ));
     }
@@ -172,20 +172,20 @@ fn reconcile<F: Fs>(inner: &Inner<F>, rec: &Recovered<F>, operation: &'static st
     // never acknowledged). Anything else past what was admitted came from
     // nowhere.
     let undone_truncation = operation == "truncate" && st.queue.is_empty();
-    if next > st.admit_next && !undone_truncation {
+    if next > st.frontier.admitted() && !undone_truncation {
         return Err(Error::corruption(
             &inner.dir,
             0,
             format!(
                 "after the interrupted {operation} the files end at index {next}, above the admitted {}",
-                st.admit_next
+                st.frontier.admitted()
             ),
         ));
     }
     let mut present = Vec::new();
     while let Some(r) = st.queue.front() {
         let end = r.first_index + r.records.len() as u64;
-        if end > next || r.first_index < st.readable_next {
+        if end > next || r.first_index < st.frontier.readable() {
             break;
         }
         st.queued_bytes -= r.bytes;
@@ -199,10 +199,7 @@ fn reconcile<F: Fs>(inner: &Inner<F>, rec: &Recovered<F>, operation: &'static st
     } else {
         Vec::new()
     };
-    if st.queue.is_empty() {
-        st.admit_next = next;
-    }
-    let moved = (rec.first_index, next) != (st.first_index, st.readable_next);
+    let moved = (rec.first_index, next) != (st.frontier.first(), st.frontier.readable());
     if moved {
         // A prune through the end (or a truncation) took effect: only the
         // prune leaves the log free to continue at any index.
@@ -212,13 +209,10 @@ fn reconcile<F: Fs>(inner: &Inner<F>, rec: &Recovered<F>, operation: &'static st
     st.stats.appends += present.len() as u64;
     st.stats.records += records;
     st.stats.payload_bytes += present.iter().map(|r| r.bytes as u64).sum::<u64>();
-    st.first_index = rec.first_index;
-    st.readable_next = next;
     // What the files hold beyond the last fsync is written, not durable.
-    st.durable_next = st.durable_next.min(next).max(rec.first_index);
-    st.unwritten_from = None;
+    let queue_empty = st.queue.is_empty();
+    st.frontier.rebuilt(rec.first_index, next, queue_empty);
     st.segments = rec.segments.clone();
     st.stats.segments = st.segments.len() as u64;
-    debug_assert!(st.durable_next <= st.readable_next && st.readable_next <= st.admit_next);
     Ok(Reconciled { present, failed })
 }

@@ -10,6 +10,7 @@ use tracing::info;
 
 use crate::compaction::{CompactionOptions, CompactionPlan, SegmentInfo};
 use crate::error::{Error, Result};
+use crate::frontier::Frontier;
 pub use crate::inner::Stats;
 use crate::inner::{meta_of, Critical, Inner, PauseAdmission, State, WantWriter};
 use crate::iter::WalIter;
@@ -193,13 +194,9 @@ impl<F: Fs> Wal<F> {
         let state = State {
             stopped: None,
             closed: false,
-            admit_next: rec.next_index,
+            frontier: Frontier::opened(rec.first_index, rec.next_index),
             queue: VecDeque::new(),
             queued_bytes: 0,
-            readable_next: rec.next_index,
-            unwritten_from: None,
-            durable_next: rec.next_index,
-            first_index: rec.first_index,
             reseatable: false,
             admission_paused: false,
             interrupted: None,
@@ -394,7 +391,7 @@ impl<F: Fs> Wal<F> {
         // One look at the state when the queue is empty (the usual case).
         let admitted = {
             let st = self.inner.state();
-            (!st.queue.is_empty()).then_some(st.admit_next)
+            (!st.queue.is_empty()).then_some(st.frontier.admitted())
         };
         if let Some(admitted) = admitted {
             loop {
@@ -476,11 +473,11 @@ impl<F: Fs> Wal<F> {
     pub fn iter_from(&self, index: u64) -> Result<WalIter<F>> {
         let st = self.inner.state();
         st.check_usable()?;
-        if index < st.first_index || index > st.readable_next {
+        if index < st.frontier.first() || index > st.frontier.readable() {
             return Err(Error::OutOfRange {
                 index,
-                first: st.first_index,
-                next: st.readable_next,
+                first: st.frontier.first(),
+                next: st.frontier.readable(),
             });
         }
         let mut leases = self.inner.leases();
@@ -491,7 +488,7 @@ impl<F: Fs> Wal<F> {
             return Err(Error::OutOfRange {
                 index,
                 first: pruning_below,
-                next: st.readable_next,
+                next: st.frontier.readable(),
             });
         }
         let lease = leases.take(index);
@@ -502,24 +499,24 @@ impl<F: Fs> Wal<F> {
 
     /// The first index in the log.
     pub fn first_index(&self) -> u64 {
-        self.inner.state().first_index
+        self.inner.state().frontier.first()
     }
 
     /// The index the next append gets, i.e. one past the last acknowledged
     /// record once no append is in flight.
     pub fn next_index(&self) -> u64 {
-        self.inner.state().readable_next
+        self.inner.state().frontier.readable()
     }
 
     /// The last readable index, `None` if the log is empty.
     pub fn last_index(&self) -> Option<u64> {
         let st = self.inner.state();
-        (st.readable_next > st.first_index).then(|| st.readable_next - 1)
+        (st.frontier.readable() > st.frontier.first()).then(|| st.frontier.readable() - 1)
     }
 
     /// Records below this index are durable.
     pub fn durable_next(&self) -> u64 {
-        self.inner.state().durable_next
+        self.inner.state().frontier.durable()
     }
 
     /// The error that stopped the WAL, if it is stopped.
@@ -654,7 +651,7 @@ impl<F: Fs> Wal<F> {
         let (first, readable) = {
             let st = inner.state();
             st.check_usable()?;
-            (st.first_index, st.readable_next)
+            (st.frontier.first(), st.frontier.readable())
         };
         if k < first {
             // No record to remove, but a sealed segment may lie wholly below
@@ -718,7 +715,7 @@ impl<F: Fs> Wal<F> {
                     let (first, readable) = {
                         let st = inner.state();
                         st.check_usable()?;
-                        (st.first_index, st.readable_next)
+                        (st.frontier.first(), st.frontier.readable())
                     };
                     // Appends may have landed since: only a prune through the
                     // last record empties the log; records above k always stay.
@@ -791,16 +788,16 @@ impl<F: Fs> Wal<F> {
         {
             let mut st = inner.state();
             st.check_usable()?;
-            if from < st.first_index || from > st.readable_next {
+            if from < st.frontier.first() || from > st.frontier.readable() {
                 return Err(Error::OutOfRange {
                     index: from,
-                    first: st.first_index,
-                    next: st.readable_next,
+                    first: st.frontier.first(),
+                    next: st.frontier.readable(),
                 });
             }
             // A truncation fixes where the log continues: no snapshot jump.
             st.reseatable = false;
-            if from == st.readable_next {
+            if from == st.frontier.readable() {
                 return Ok(());
             }
         }
