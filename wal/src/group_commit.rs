@@ -125,7 +125,7 @@ impl<F: Fs> Writer<F> {
         bytes: usize,
         at: Option<u64>,
     ) -> Option<Result<u64>> {
-        if inner.marker_present.load(crate::sync::Ordering::Acquire) {
+        if inner.meta.marker_present() {
             return None;
         }
         let n = records.len() as u64;
@@ -709,7 +709,7 @@ impl<F: Fs> Writer<F> {
         // mark (a snapshot install): the mark moves there first, durably, so
         // the next open does not read a segment starting above the mark as
         // a lost prefix (evidence::chain_promises).
-        if inner.state().segments.is_empty() && inner.meta.lock().await.low_water < first {
+        if inner.state().segments.is_empty() && inner.meta.get().await.low_water < first {
             match inner.update_meta(|m| m.low_water = first).await {
                 Ok(()) => {}
                 Err(Error::Stopped { cause }) => return Err(GroupError::Stop(*cause)),

@@ -16,11 +16,11 @@ use tracing::{error, warn};
 use crate::error::{Error, Result};
 use crate::frontier::Frontier;
 use crate::leases::Leases;
-use crate::meta::Meta;
+use crate::meta::{Meta, MetaFile, MetaWriteError};
 use crate::options::{Options, SyncPolicy};
 use crate::recovery::{Recovered, RecoveryReport};
 use crate::segment::Segment;
-use crate::sync::{Arc, AtomicBool, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering};
+use crate::sync::{Arc, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering};
 use crate::writer::{Request, Writer};
 
 /// A snapshot of the WAL's counters, from [`crate::Wal::stats`].
@@ -217,15 +217,12 @@ pub(crate) struct Inner<F: Fs> {
     pub report: RecoveryReport,
     /// Serializes prune, truncate, compaction and close.
     pub lifecycle: futures::lock::Mutex<()>,
-    /// The meta file's current content; its lock serializes meta writes.
-    pub meta: futures::lock::Mutex<Meta>,
+    /// The meta file: its content and every update of it.
+    pub meta: MetaFile,
     /// Every segment id below this was used; never reused.
     pub next_segment_id: AtomicU64,
     /// The log's identity, in every segment header and the meta file.
     pub log_id: u128,
-    /// Whether the meta file holds a clean-shutdown marker (cleared before
-    /// the first change): lets the write path skip the meta lock.
-    pub marker_present: AtomicBool,
     /// Reader leases of live iterators.
     pub leases: Mutex<Leases>,
     /// Held by a `PauseAdmission`; paused appenders wait on it.
@@ -351,6 +348,35 @@ impl<F: Fs> Inner<F> {
             return Ok(());
         }
         self.writer.lock().await.resume(self, lifecycle).await
+    }
+
+    /// Writes the meta file with `change` applied (`MetaFile::update`: the
+    /// clean marker cleared unless `change` sets it). Fails closed: a write
+    /// whose outcome is unknown stops the WAL.
+    pub(crate) async fn update_meta(&self, change: impl FnOnce(&mut Meta)) -> Result<()> {
+        let written = self
+            .meta
+            .update(&*self.fs, &self.dir, || self.peek_segment_id(), change)
+            .await;
+        self.meta_written(written)
+    }
+
+    /// Clears the clean-shutdown marker before the first change after open
+    /// (one atomic load on the hot path: every group commit).
+    pub(crate) async fn ensure_dirty(&self) -> Result<()> {
+        let written = self
+            .meta
+            .clear_marker(&*self.fs, &self.dir, || self.peek_segment_id())
+            .await;
+        self.meta_written(written)
+    }
+
+    fn meta_written(&self, written: std::result::Result<(), MetaWriteError>) -> Result<()> {
+        match written {
+            Ok(()) => Ok(()),
+            Err(MetaWriteError::NotWritten(e)) => Err(e),
+            Err(MetaWriteError::Unknown(e)) => Err(self.stop(e)),
+        }
     }
 
     /// Stops the WAL (fail-stop): every queued and later call fails with `cause`.

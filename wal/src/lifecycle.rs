@@ -18,43 +18,12 @@ use crate::codec::{encode_frame, encode_padding, padding_len, FrameKind};
 use crate::compaction::{CompactionRun, SegmentInfo};
 use crate::error::{Error, Result};
 use crate::inner::Inner;
-use crate::meta::{write_meta, CleanMarker, Meta, MetaWriteError};
+use crate::meta::CleanMarker;
 use crate::segment::{header_for, thin_sparse, SegMeta, Segment, SegmentName, SPARSE_ENTRIES_MAX, TMP_SUFFIX};
-use crate::sync::{Arc, Ordering};
+use crate::sync::Arc;
 use crate::writer::ActiveTail;
 
 impl<F: Fs> Inner<F> {
-    /// Writes the meta file with `change` applied (and the clean marker
-    /// cleared unless `change` sets it). Fails closed.
-    pub(crate) async fn update_meta(&self, change: impl FnOnce(&mut Meta)) -> Result<()> {
-        let mut current = self.meta.lock().await;
-        let mut next = *current;
-        next.clean = None;
-        next.next_segment_id = next.next_segment_id.max(self.peek_segment_id());
-        change(&mut next);
-        if next == *current {
-            return Ok(());
-        }
-        match write_meta(&*self.fs, &self.dir, &next).await {
-            Ok(()) => {
-                *current = next;
-                self.marker_present.store(next.clean.is_some(), Ordering::Release);
-                Ok(())
-            }
-            Err(MetaWriteError::NotWritten(e)) => Err(e),
-            Err(MetaWriteError::Unknown(e)) => Err(self.stop(e)),
-        }
-    }
-
-    /// Clears the clean-shutdown marker before the first change after open.
-    pub(crate) async fn ensure_dirty(&self) -> Result<()> {
-        // The hot path (every group commit): one atomic load.
-        if !self.marker_present.load(Ordering::Acquire) || self.meta.lock().await.clean.is_none() {
-            return Ok(());
-        }
-        self.update_meta(|_| {}).await
-    }
-
     /// Records where the log ends (called by `close` after the final sync).
     ///
     /// A log with no segment keeps its first index only in memory when a
@@ -91,7 +60,7 @@ impl<F: Fs> Inner<F> {
     /// low-water mark again, so a prune answering `Ok(first)` records it first.
     pub(crate) async fn persist_first_index(&self, first: u64) -> Result<()> {
         let has_segment = !self.state().segments.is_empty();
-        if has_segment || self.meta.lock().await.low_water >= first {
+        if has_segment || self.meta.get().await.low_water >= first {
             return Ok(());
         }
         self.update_meta(|m| m.low_water = m.low_water.max(first)).await

@@ -17,6 +17,7 @@ use simfs::{File, Fs, OpenOptions};
 use tracing::warn;
 
 use crate::error::{Error, Result};
+use crate::sync::{AtomicBool, Ordering};
 
 /// The meta file's name in the log directory.
 pub(crate) const META_NAME: &str = "meta";
@@ -215,6 +216,100 @@ pub(crate) async fn write_meta<F: Fs>(fs: &F, dir: &Path, meta: &Meta) -> Result
     fs.sync_dir(dir)
         .await
         .map_err(|e| MetaWriteError::Unknown(Error::io("sync_dir", dir, 0, e)))
+}
+
+/// The meta file of an open log: its content as last written (the
+/// engine's only copy) and every update of it. The async mutex serializes
+/// meta writes; `marker_present` mirrors whether the content holds a
+/// clean-shutdown marker, so the write path (every group commit) learns
+/// that none must be cleared with one atomic load instead of the lock.
+pub(crate) struct MetaFile {
+    current: futures::lock::Mutex<Meta>,
+    marker_present: AtomicBool,
+}
+
+impl MetaFile {
+    /// The meta file as recovery found it (or as a new log would write it).
+    pub(crate) fn new(meta: Meta) -> MetaFile {
+        MetaFile {
+            marker_present: AtomicBool::new(meta.clean.is_some()),
+            current: futures::lock::Mutex::new(meta),
+        }
+    }
+
+    /// Whether the content holds a clean-shutdown marker (see the type).
+    pub(crate) fn marker_present(&self) -> bool {
+        self.marker_present.load(Ordering::Acquire)
+    }
+
+    /// The content as last written.
+    pub(crate) async fn get(&self) -> Meta {
+        *self.current.lock().await
+    }
+
+    /// Memory rebuilt from the files after an interrupted operation: the
+    /// content is what recovery read again (no write).
+    pub(crate) async fn install(&self, meta: Meta) {
+        let mut current = self.current.lock().await;
+        *current = meta;
+        self.marker_present.store(meta.clean.is_some(), Ordering::Release);
+    }
+
+    /// The content in memory and the file read back under the same lock
+    /// (no write can come between, so the two must agree: `Wal::verify`).
+    pub(crate) async fn read_back<F: Fs>(&self, fs: &F, dir: &Path) -> (Meta, Result<Option<Meta>>) {
+        let current = self.current.lock().await;
+        (*current, read_meta(fs, dir).await)
+    }
+
+    /// Writes the meta file with `change` applied, durably (`write_meta`),
+    /// then publishes it in memory. The clean marker is cleared unless
+    /// `change` sets it (any change after a clean close makes the log dirty
+    /// again); the segment-id high-water mark rises to `ids_below()` (every
+    /// id below it may have been used), asked under the lock, so that an id
+    /// handed out while this update waited for it is covered too. A no-op
+    /// when nothing changes.
+    pub(crate) async fn update<F: Fs>(
+        &self,
+        fs: &F,
+        dir: &Path,
+        ids_below: impl FnOnce() -> u64,
+        change: impl FnOnce(&mut Meta),
+    ) -> Result<(), MetaWriteError> {
+        let mut current = self.current.lock().await;
+        let mut next = *current;
+        next.clean = None;
+        next.next_segment_id = next.next_segment_id.max(ids_below());
+        change(&mut next);
+        debug_assert!(
+            next.low_water >= current.low_water,
+            "the low-water mark never moves back"
+        );
+        debug_assert_eq!(next.log_id, current.log_id, "the log's identity never changes");
+        if next == *current {
+            return Ok(());
+        }
+        write_meta(fs, dir, &next).await?;
+        *current = next;
+        self.marker_present.store(next.clean.is_some(), Ordering::Release);
+        Ok(())
+    }
+
+    /// Clears the clean-shutdown marker before the first change after an
+    /// open: one atomic load when there is none (the hot path).
+    pub(crate) async fn clear_marker<F: Fs>(
+        &self,
+        fs: &F,
+        dir: &Path,
+        ids_below: impl FnOnce() -> u64,
+    ) -> Result<(), MetaWriteError> {
+        // The flag may lag a concurrent update by a moment: the content
+        // under the lock decides.
+        if !self.marker_present() || self.current.lock().await.clean.is_none() {
+            return Ok(());
+        }
+        self.update(fs, dir, ids_below, |_| {}).await
+    }
 }
 
 /// How a meta write failed.

@@ -137,10 +137,7 @@ impl<F: Fs> Writer<F> {
         }
         let reconciled = reconcile(inner, &rec, operation)?;
         self.reset_from(&rec);
-        *inner.meta.lock().await = meta_of(&rec);
-        inner
-            .marker_present
-            .store(rec.meta.is_some_and(|m| m.clean.is_some()), Ordering::Release);
+        inner.meta.install(meta_of(&rec)).await;
         inner.next_segment_id.fetch_max(rec.next_segment_id, Ordering::AcqRel);
         // An interrupted prune may have left the iterator start limit set.
         inner.leases().set_pruning_below(0);

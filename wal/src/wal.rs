@@ -15,11 +15,11 @@ pub use crate::inner::Stats;
 use crate::inner::{meta_of, Critical, Inner, PauseAdmission, State, WantWriter};
 use crate::iter::WalIter;
 use crate::leases::Leases;
-use crate::meta;
+use crate::meta::{self, MetaFile};
 use crate::options::{Options, SyncPolicy};
 use crate::recovery::{recover, RecoveryReport};
 use crate::segment::Segment;
-use crate::sync::{Arc, AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering};
+use crate::sync::{Arc, AtomicU64, AtomicUsize, Mutex, Ordering};
 use crate::writer::Writer;
 
 /// A write-ahead log in one directory, generic over the filesystem
@@ -215,10 +215,9 @@ impl<F: Fs> Wal<F> {
                 writer: futures::lock::Mutex::new(writer),
                 report: rec.report,
                 lifecycle: futures::lock::Mutex::new(()),
-                meta: futures::lock::Mutex::new(meta),
+                meta: MetaFile::new(meta),
                 log_id: rec.log_id,
                 next_segment_id: AtomicU64::new(rec.next_segment_id),
-                marker_present: AtomicBool::new(rec.meta.is_some_and(|m| m.clean.is_some())),
                 leases: Mutex::new(Leases::default()),
                 admission_gate: futures::lock::Mutex::new(()),
                 reader_epoch: AtomicU64::new(0),
@@ -917,10 +916,7 @@ impl<F: Fs> Wal<F> {
         let _lifecycle = inner.lifecycle.lock().await;
         // Read under the meta lock, so the file and its copy in memory must
         // agree; released before the segments are read (appends may need it).
-        let (meta, on_disk) = {
-            let meta = inner.meta.lock().await;
-            (*meta, crate::meta::read_meta(&*inner.fs, &inner.dir).await)
-        };
+        let (meta, on_disk) = inner.meta.read_back(&*inner.fs, &inner.dir).await;
         let segments: Vec<Arc<Segment<F>>> = inner.state().segments.to_vec();
         let mut entries = Vec::with_capacity(segments.len());
         for seg in &segments {
