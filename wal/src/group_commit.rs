@@ -206,33 +206,8 @@ impl<F: Fs> Writer<F> {
                 futures::future::select(all_joined, sleeper.sleep(*max_delay)).await;
             }
         }
-        let (group, durable_next) = {
-            let mut st = inner.state();
-            if st.interrupted.is_some() {
-                // Nothing is written until `resume` rebuilt memory from the
-                // files (the caller resumes: it needs the lifecycle mutex).
-                return;
-            }
-            if st.check_usable().is_err() {
-                drop(st);
-                if let Some(cause) = inner.stopped_cause() {
-                    inner.stop(cause);
-                }
-                return;
-            }
-            let mut group = Vec::new();
-            let mut bytes = 0usize;
-            while let Some(r) = st.queue.front() {
-                if !group.is_empty() && bytes + r.bytes > inner.opts.max_write_bytes {
-                    break;
-                }
-                bytes += r.bytes;
-                st.queued_bytes -= r.bytes;
-                if let Some(r) = st.queue.pop_front() {
-                    group.push(r);
-                }
-            }
-            (group, st.frontier.durable())
+        let Some((group, durable_next)) = take_group(inner) else {
+            return;
         };
         let Some(first) = group.first().map(|r| r.first_index) else {
             return;
@@ -246,32 +221,7 @@ impl<F: Fs> Writer<F> {
         let outcome = self.write_group(inner, &held.group, durable_next).await;
         critical.finish();
         let group = std::mem::take(&mut held.group);
-        match outcome {
-            Ok(()) => complete(group, |r| Ok(r.first_index)),
-            // An abort whose cleanup stopped the WAL is a stop.
-            Err(GroupError::Abort(cause)) if inner.state().stopped.is_some() => {
-                let stopped = inner.stop(cause);
-                complete(group, |_| Err(stopped.clone()));
-            }
-            Err(GroupError::Abort(cause)) => {
-                // Nothing of the group is in the log; later admitted appends
-                // depend on its indices, so they fail too.
-                let cause = Error::AppendFailed { cause: Box::new(cause) };
-                let queued = {
-                    let mut st = inner.state();
-                    st.frontier.unadmit(first);
-                    st.queued_bytes = 0;
-                    st.queue.drain(..).collect::<Vec<_>>()
-                };
-                warn!(first, error = %cause, "group commit failed; the WAL goes on");
-                complete(group, |_| Err(cause.clone()));
-                complete(queued, |_| Err(cause.clone()));
-            }
-            Err(GroupError::Stop(cause)) => {
-                let stopped = inner.stop(cause);
-                complete(group, |_| Err(stopped.clone()));
-            }
-        }
+        finish_group(inner, group, first, outcome);
     }
 
     /// Rotates if needed, encodes, writes, syncs and publishes one group.
@@ -284,24 +234,47 @@ impl<F: Fs> Writer<F> {
                 GroupError::Abort(e)
             });
         }
-        let records: u64 = group.iter().map(|r| r.records.len() as u64).sum();
-        let frame_bytes: u64 = group
-            .iter()
-            .flat_map(|r| r.records.iter())
-            .map(|p| frame_len(p.len()) as u64)
-            .sum();
+        let size = GroupSize::of(group);
         let buffered = inner.buffered();
+        self.prepare_segment(inner, group, size, buffered).await?;
+        let Some(offset) = self.active.as_ref().map(|a| a.write_offset) else {
+            return Err(GroupError::Stop(Error::Internal(
+                "no active segment after creating one".into(),
+            )));
+        };
+        let sparse = self.encode_group(group, offset, durable_next, buffered);
+        if buffered {
+            // Acknowledged from the buffer; written by `flush`.
+            self.publish_buffered(inner, group, size, sparse);
+            return Ok(());
+        }
+        let synced = inner.syncs_every_write();
+        let written = self.write_encoded(inner, group, offset, durable_next, synced).await?;
+        self.publish_written(inner, group, size, sparse, written, synced);
+        Ok(())
+    }
+
+    /// Makes the active segment ready for a group of `size`: room in the
+    /// write buffer, a seal when the group would not fit, a seal of an
+    /// unaligned durable tail, and a new active segment when there is none.
+    async fn prepare_segment(
+        &mut self,
+        inner: &Inner<F>,
+        group: &[Request],
+        size: GroupSize,
+        buffered: bool,
+    ) -> Result<(), GroupError> {
         if buffered
             && !self.pending.is_empty()
-            && self.pending.len() as u64 + frame_bytes > inner.opts.write_buffer_bytes as u64
+            && self.pending.len() as u64 + size.frame_bytes > inner.opts.write_buffer_bytes as u64
         {
             // Make room first: a failed write then fails this group (not yet
             // acknowledged) and stops the WAL.
             self.flush(inner).await.map_err(GroupError::Stop)?;
         }
         if let Some(a) = &self.active {
-            let full = self.end_of(a) + frame_bytes > inner.opts.segment_size_bytes
-                || a.records + records > inner.opts.segment_max_records;
+            let full = self.end_of(a) + size.frame_bytes > inner.opts.segment_size_bytes
+                || a.records + size.records > inner.opts.segment_max_records;
             if a.records > 0 && full {
                 match self.seal(inner).await {
                     // Rotation is optional: keep appending to the current segment.
@@ -333,15 +306,18 @@ impl<F: Fs> Writer<F> {
         if self.active.is_none() {
             self.create_active(inner, group[0].first_index).await?;
         }
-        let Some(active) = self.active.as_mut() else {
-            return Err(GroupError::Stop(Error::Internal(
-                "no active segment after creating one".into(),
-            )));
-        };
-        let offset = active.write_offset;
+        Ok(())
+    }
+
+    /// Encodes the group's frames for `offset`, all with the same
+    /// `durable_next`: with the write buffer after the pending ones (which
+    /// start at `offset`), without it into the cleared encode buffer.
+    /// Returns their sparse-index entries. Needs the active segment.
+    fn encode_group(&mut self, group: &[Request], offset: u64, durable_next: u64, buffered: bool) -> Vec<(u64, u64)> {
         let mut sparse = Vec::new();
-        // With the write buffer the frames go after the pending ones (which
-        // start at `offset`); without it into the cleared encode buffer.
+        let Some(active) = self.active.as_ref() else {
+            return sparse;
+        };
         let buf = if buffered {
             &mut self.pending
         } else {
@@ -359,31 +335,52 @@ impl<F: Fs> Writer<F> {
                 durable_next,
             );
         }
-        if buffered {
-            // Acknowledged from the buffer; written by `flush`.
-            let last = &group[group.len() - 1];
-            let next = last.first_index + last.records.len() as u64;
-            active.records += records;
-            self.pending_sparse.extend(sparse);
-            self.pending_next = next;
-            let mut st = inner.state();
-            st.frontier.publish(group[0].first_index, next, true);
-            st.stats.appends += group.len() as u64;
-            st.stats.records += records;
-            st.stats.payload_bytes += group.iter().map(|r| r.bytes as u64).sum::<u64>();
-            debug!(first = group[0].first_index, next, "group buffered");
-            return Ok(());
+        sparse
+    }
+
+    /// Publishes a group whose frames went into the write buffer: readable
+    /// now, written by the next `flush`.
+    fn publish_buffered(&mut self, inner: &Inner<F>, group: &[Request], size: GroupSize, sparse: Vec<(u64, u64)>) {
+        let next = group_end(group);
+        if let Some(active) = self.active.as_mut() {
+            active.records += size.records;
         }
-        let synced = inner.syncs_every_write();
+        self.pending_sparse.extend(sparse);
+        self.pending_next = next;
+        let mut st = inner.state();
+        st.frontier.publish(group[0].first_index, next, true);
+        st.stats.appends += group.len() as u64;
+        st.stats.records += size.records;
+        st.stats.payload_bytes += size.payload_bytes;
+        debug!(first = group[0].first_index, next, "group buffered");
+    }
+
+    /// Writes the encoded group (padded to the alignment when the policy
+    /// syncs) at `offset`, zero-fills ahead, and fsyncs when `synced`.
+    /// Returns the bytes written. A failed write is cut back durably
+    /// (`Abort`); a failed cut or fsync stops the WAL.
+    async fn write_encoded(
+        &mut self,
+        inner: &Inner<F>,
+        group: &[Request],
+        offset: u64,
+        durable_next: u64,
+        synced: bool,
+    ) -> Result<u64, GroupError> {
+        let Some(active) = self.active.as_mut() else {
+            return Err(GroupError::Stop(Error::Internal(
+                "no active segment to write the group to".into(),
+            )));
+        };
+        let buf = &mut self.buf;
         if synced {
             let pad = padding_len(offset + buf.len() as u64, inner.opts.durable_alignment_bytes);
             if pad > 0 {
-                let next = group[group.len() - 1].first_index + group[group.len() - 1].records.len() as u64;
-                encode_padding(buf, active.seg.seed, next, durable_next, pad);
+                encode_padding(buf, active.seg.seed, group_end(group), durable_next, pad);
             }
         }
         let path = active.seg.path();
-        self.inflight_write = (!buffered).then_some(offset);
+        self.inflight_write = Some(offset);
         let wrote = active.file.write_all_at(buf, offset).await;
         self.inflight_write = None;
         if let Err(e) = wrote {
@@ -402,28 +399,7 @@ impl<F: Fs> Writer<F> {
             };
         }
         let end = offset + buf.len() as u64;
-        if end > active.zeroed_until {
-            // Zero-fill ahead, so the next groups overwrite allocated space
-            // and their fdatasyncs commit no size change (best effort).
-            let target = end
-                .div_ceil(inner.opts.preallocate_bytes.max(1))
-                .saturating_mul(inner.opts.preallocate_bytes)
-                .min(inner.opts.segment_size_bytes);
-            if target > end {
-                self.zeros.resize((target - end) as usize, 0);
-                match active.file.write_all_at(&self.zeros, end).await {
-                    Ok(()) => active.zeroed_until = target,
-                    Err(e) => {
-                        // Part of the zeros may be there: remember the most,
-                        // so that seal and close cut the tail back.
-                        debug!(error = %e, "zero-fill ahead failed; going on without it");
-                        active.zeroed_until = target;
-                    }
-                }
-            } else {
-                active.zeroed_until = end;
-            }
-        }
+        zero_fill_ahead(active, &mut self.zeros, end, &inner.opts).await;
         if synced {
             active
                 .file
@@ -431,11 +407,25 @@ impl<F: Fs> Writer<F> {
                 .await
                 .map_err(|e| GroupError::Stop(Error::io("sync_data", &path, 0, e)))?;
         }
-        let written = buf.len() as u64;
-        active.write_offset += written;
-        active.records += records;
-        let next = group[group.len() - 1].first_index + group[group.len() - 1].records.len() as u64;
-        {
+        Ok(buf.len() as u64)
+    }
+
+    /// Publishes a written group: the segment's end, last index and sparse
+    /// entries, then (one state-lock section) readable and, when synced,
+    /// durable, and the counters.
+    fn publish_written(
+        &mut self,
+        inner: &Inner<F>,
+        group: &[Request],
+        size: GroupSize,
+        sparse: Vec<(u64, u64)>,
+        written: u64,
+        synced: bool,
+    ) {
+        let next = group_end(group);
+        if let Some(active) = self.active.as_mut() {
+            active.write_offset += written;
+            active.records += size.records;
             let mut m = active.seg.meta();
             m.last_index = Some(next - 1);
             m.end_offset = active.write_offset;
@@ -448,8 +438,8 @@ impl<F: Fs> Writer<F> {
             st.stats.fsyncs += 1;
         }
         st.stats.appends += group.len() as u64;
-        st.stats.records += records;
-        st.stats.payload_bytes += group.iter().map(|r| r.bytes as u64).sum::<u64>();
+        st.stats.records += size.records;
+        st.stats.payload_bytes += size.payload_bytes;
         st.stats.bytes_written += written;
         st.stats.writes += 1;
         debug!(
@@ -459,7 +449,6 @@ impl<F: Fs> Writer<F> {
             synced,
             "group committed"
         );
-        Ok(())
     }
 
     /// Makes everything written durable (see [`crate::Wal::sync`]).
@@ -807,6 +796,125 @@ impl<F: Fs> Writer<F> {
             .map_err(|e| CreateError::Sync(Error::io("sync_dir", &inner.dir, 0, e)))?;
         Ok((file, bytes.len() as u64))
     }
+}
+
+/// Takes the next group from the front of the queue (at least one request,
+/// then while the payload stays within `max_write_bytes`), with the durable
+/// index its frames carry. `None` while an interrupted operation waits for
+/// `resume` (the caller resumes: it needs the lifecycle mutex) or when the
+/// WAL stopped (the queue is failed with the cause).
+fn take_group<F: Fs>(inner: &Inner<F>) -> Option<(Vec<Request>, u64)> {
+    let mut st = inner.state();
+    if st.interrupted.is_some() {
+        return None;
+    }
+    if st.check_usable().is_err() {
+        drop(st);
+        if let Some(cause) = inner.stopped_cause() {
+            inner.stop(cause);
+        }
+        return None;
+    }
+    let mut group = Vec::new();
+    let mut bytes = 0usize;
+    while let Some(r) = st.queue.front() {
+        if !group.is_empty() && bytes + r.bytes > inner.opts.max_write_bytes {
+            break;
+        }
+        bytes += r.bytes;
+        st.queued_bytes -= r.bytes;
+        if let Some(r) = st.queue.pop_front() {
+            group.push(r);
+        }
+    }
+    Some((group, st.frontier.durable()))
+}
+
+/// Answers the group's appenders with the outcome of its write. A failed
+/// group that left the WAL consistent (`Abort`) also fails everything
+/// queued after it (their indices depend on its) and hands its indices out
+/// again; otherwise the WAL stops.
+fn finish_group<F: Fs>(inner: &Inner<F>, group: Vec<Request>, first: u64, outcome: Result<(), GroupError>) {
+    match outcome {
+        Ok(()) => complete(group, |r| Ok(r.first_index)),
+        // An abort whose cleanup stopped the WAL is a stop.
+        Err(GroupError::Abort(cause)) if inner.state().stopped.is_some() => {
+            let stopped = inner.stop(cause);
+            complete(group, |_| Err(stopped.clone()));
+        }
+        Err(GroupError::Abort(cause)) => {
+            // Nothing of the group is in the log; later admitted appends
+            // depend on its indices, so they fail too.
+            let cause = Error::AppendFailed { cause: Box::new(cause) };
+            let queued = {
+                let mut st = inner.state();
+                st.frontier.unadmit(first);
+                st.queued_bytes = 0;
+                st.queue.drain(..).collect::<Vec<_>>()
+            };
+            warn!(first, error = %cause, "group commit failed; the WAL goes on");
+            complete(group, |_| Err(cause.clone()));
+            complete(queued, |_| Err(cause.clone()));
+        }
+        Err(GroupError::Stop(cause)) => {
+            let stopped = inner.stop(cause);
+            complete(group, |_| Err(stopped.clone()));
+        }
+    }
+}
+
+/// The size of a group: records, their frames' bytes, their payload bytes.
+#[derive(Clone, Copy)]
+struct GroupSize {
+    records: u64,
+    frame_bytes: u64,
+    payload_bytes: u64,
+}
+
+impl GroupSize {
+    fn of(group: &[Request]) -> GroupSize {
+        GroupSize {
+            records: group.iter().map(|r| r.records.len() as u64).sum(),
+            frame_bytes: group
+                .iter()
+                .flat_map(|r| r.records.iter())
+                .map(|p| frame_len(p.len()) as u64)
+                .sum(),
+            payload_bytes: group.iter().map(|r| r.bytes as u64).sum(),
+        }
+    }
+}
+
+/// One past the group's last index (groups are never empty).
+fn group_end(group: &[Request]) -> u64 {
+    group
+        .last()
+        .map_or(0, |last| last.first_index + last.records.len() as u64)
+}
+
+/// Zero-fills the active segment ahead of `end`, up to the next multiple of
+/// `preallocate_bytes` (within the segment size), so the next groups
+/// overwrite allocated space and their fdatasyncs commit no size change.
+/// Best effort: a failure is logged and ignored.
+async fn zero_fill_ahead<F: Fs>(active: &mut Active<F>, zeros: &mut Vec<u8>, end: u64, opts: &crate::options::Options) {
+    if end <= active.zeroed_until {
+        return;
+    }
+    let target = end
+        .div_ceil(opts.preallocate_bytes.max(1))
+        .saturating_mul(opts.preallocate_bytes)
+        .min(opts.segment_size_bytes);
+    if target <= end {
+        active.zeroed_until = end;
+        return;
+    }
+    zeros.resize((target - end) as usize, 0);
+    if let Err(e) = active.file.write_all_at(zeros, end).await {
+        // Part of the zeros may be there: remember the most, so that seal
+        // and close cut the tail back.
+        debug!(error = %e, "zero-fill ahead failed; going on without it");
+    }
+    active.zeroed_until = target;
 }
 
 /// How a group failed.

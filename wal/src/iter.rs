@@ -137,6 +137,9 @@ impl<F: Fs> WalIter<F> {
         self.lease_position.store(self.next, Ordering::Release);
     }
 
+    /// The full path: checks the state, positions a reader at the next
+    /// index and reads its frame, then caches what the fast path
+    /// (`step_buffered`) may serve without these checks.
     async fn step(&mut self) -> Result<Option<(u64, Vec<u8>)>> {
         if let Some(rec) = self.step_buffered() {
             return Ok(Some(rec));
@@ -147,26 +150,8 @@ impl<F: Fs> WalIter<F> {
         // Read the epoch before the state: a change after this read makes
         // the cached check stale, never the other way round.
         let epoch = self.inner.reader_epoch();
-        let (readable_next, written_next) = {
-            let st = self.inner.state();
-            st.check_usable()?;
-            if st.stats.resumes != self.reader_resumes {
-                self.reader = None;
-                self.reader_resumes = st.stats.resumes;
-            }
-            if self.inner.leases().revoked(self.lease) {
-                return Err(Error::IteratorExpired { position: self.next });
-            }
-            if self.next < st.frontier.first() {
-                // Only records that never existed can have been pruned under
-                // a live lease (it was caught up): skip to the new start.
-                self.next = st.frontier.first();
-                self.reader = None;
-            }
-            if self.next >= st.frontier.readable() {
-                return Ok(None);
-            }
-            (st.frontier.readable(), st.frontier.written())
+        let Some((readable_next, written_next)) = self.check_state()? else {
+            return Ok(None);
         };
         let index = self.next;
         if index >= written_next {
@@ -174,6 +159,39 @@ impl<F: Fs> WalIter<F> {
             // it in the file (and before reading the segment's end_offset).
             self.inner.ensure_written(index).await?;
         }
+        self.position_reader(index).await?;
+        self.read_next(index, readable_next, epoch).await.map(Some)
+    }
+
+    /// One look at the state: usable, the lease not revoked, the position
+    /// moved past a prune. Returns the readable and written ends, or `None`
+    /// when the iterator has caught up.
+    fn check_state(&mut self) -> Result<Option<(u64, u64)>> {
+        let st = self.inner.state();
+        st.check_usable()?;
+        if st.stats.resumes != self.reader_resumes {
+            self.reader = None;
+            self.reader_resumes = st.stats.resumes;
+        }
+        if self.inner.leases().revoked(self.lease) {
+            return Err(Error::IteratorExpired { position: self.next });
+        }
+        if self.next < st.frontier.first() {
+            // Only records that never existed can have been pruned under
+            // a live lease (it was caught up): skip to the new start.
+            self.next = st.frontier.first();
+            self.reader = None;
+        }
+        if self.next >= st.frontier.readable() {
+            return Ok(None);
+        }
+        Ok(Some((st.frontier.readable(), st.frontier.written())))
+    }
+
+    /// Keeps the reader if it can still serve `index` (same segment, not
+    /// passed, not rewritten by a truncation), else opens one at `index` in
+    /// the segment that holds it now.
+    async fn position_reader(&mut self, index: u64) -> Result<()> {
         let stale = match &self.reader {
             Some((seg, _)) => {
                 let passed = {
@@ -184,23 +202,31 @@ impl<F: Fs> WalIter<F> {
             }
             None => true,
         };
-        if stale {
-            self.reader = None;
-            let mut seg = self.inner.segment_for(index)?;
-            let mut rewrites = seg.rewrites();
-            let reader = match seg.reader_at(&self.inner.fs, index).await {
-                Ok(r) => r,
-                // Compaction replaced the segment since we looked it up: once more.
-                Err(e) if e.is_not_found() => {
-                    seg = self.inner.segment_for(index)?;
-                    rewrites = seg.rewrites();
-                    seg.reader_at(&self.inner.fs, index).await?
-                }
-                Err(e) => return Err(e),
-            };
-            self.reader_rewrites = rewrites;
-            self.reader = Some((seg, reader));
+        if !stale {
+            return Ok(());
         }
+        self.reader = None;
+        let mut seg = self.inner.segment_for(index)?;
+        let mut rewrites = seg.rewrites();
+        let reader = match seg.reader_at(&self.inner.fs, index).await {
+            Ok(r) => r,
+            // Compaction replaced the segment since we looked it up: once more.
+            Err(e) if e.is_not_found() => {
+                seg = self.inner.segment_for(index)?;
+                rewrites = seg.rewrites();
+                seg.reader_at(&self.inner.fs, index).await?
+            }
+            Err(e) => return Err(e),
+        };
+        self.reader_rewrites = rewrites;
+        self.reader = Some((seg, reader));
+        Ok(())
+    }
+
+    /// Reads frames from the positioned reader until the one of `index`,
+    /// with a sealed segment's one verdict on damage and batch members,
+    /// serves it, and caches the fast path's bounds for `epoch`.
+    async fn read_next(&mut self, index: u64, readable_next: u64, epoch: u64) -> Result<(u64, Vec<u8>)> {
         let Some((seg, reader)) = self.reader.as_mut() else {
             return Err(Error::Internal("the iterator lost its reader".into()));
         };
@@ -262,7 +288,7 @@ impl<F: Fs> WalIter<F> {
                 serve_below,
                 members_ok,
             });
-            return Ok(Some((index, frame.payload)));
+            return Ok((index, frame.payload));
         }
     }
 }
