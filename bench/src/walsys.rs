@@ -233,7 +233,7 @@ pub fn reopen_append(dir: &Path) -> BResult<(f64, u64)> {
     let wal = open(dir, Variant::DEFAULT, Options::default())?;
     block_on(wal.append(payload(256, 2)))?;
     let secs = start.elapsed().as_secs_f64();
-    let segments = wal.segment_files().len() as u64;
+    let segments = block_on(wal.segments()).len() as u64;
     block_on(wal.close())?;
     Ok((secs, segments))
 }
@@ -271,7 +271,7 @@ pub fn build(dir: &Path, bytes: u64, segment_bytes: u64) -> BResult<u64> {
         }
         wal.sync().await
     })?;
-    let segments = wal.segment_files().len() as u64;
+    let segments = block_on(wal.segments()).len() as u64;
     block_on(wal.close())?;
     Ok(segments)
 }

@@ -39,7 +39,7 @@ fn main() -> Result<(), wal::Error> {
         }
         println!(
             "appended 1500 records, synced the first 1000; segments: {}",
-            wal.segment_files().len()
+            wal.segments().await.len()
         );
 
         drop(wal);

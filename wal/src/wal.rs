@@ -533,9 +533,14 @@ impl<F: Fs> Wal<F> {
         &self.inner.dir
     }
 
-    /// The segment files, in log order: `(file name, first index, last index
-    /// (None if empty), sealed)`. They describe the files: records still in
-    /// the write buffer (`Options::write_buffer_bytes`) are not counted.
+    /// A test hook, not part of the API (no stability promise; use
+    /// [`Wal::segments`]): the segment list in memory, with no I/O, as
+    /// `(file name, first index, last index (None if empty), sealed)`, in
+    /// log order. Synchronous so that tests and the simulation can compare
+    /// it with the directory at any point without an await (and without
+    /// the file-size lookups `segments` may make). Records still in the
+    /// write buffer are not counted.
+    #[doc(hidden)]
     pub fn segment_files(&self) -> Vec<(String, u64, Option<u64>, bool)> {
         let st = self.inner.state();
         st.segments
