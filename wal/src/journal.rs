@@ -33,7 +33,7 @@
 //! | then `data_len` bytes | the data |
 //! | last 4 | CRC-32 (IEEE) of everything before it |
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use simfs::{File, Fs, OpenOptions};
 use tracing::{info, warn};
@@ -170,19 +170,65 @@ pub(crate) async fn replay<F: Fs>(fs: &F, dir: &Path, read_only: bool) -> Result
     if !check_crc(&journal, &path, &head, len).await? {
         return torn(fs, dir, &path, "checksum mismatch", read_only).await;
     }
+    check_names_active(&path, &head)?;
+    let seg_path = dir.join(&head.name);
+    let Some(target) = open_target(fs, dir, &path, &seg_path, &head, read_only).await? else {
+        return Ok(Replayed::Stale);
+    };
+    if read_only {
+        drop(target);
+        return Err(read_only_refusal(path, &head));
+    }
+    // The journal may be whole only in the page cache (the open that wrote
+    // it failed before or in its fsync; a process crash kept the pages): it
+    // must be durable before its bytes go back in flight, or a power loss
+    // during the replay could lose both copies (soak seed 30005268). Its own
+    // fsync cannot tell: after a failed one, ext4 marks the pages clean with
+    // the bytes in memory only, and a later fsync finds nothing to write and
+    // returns `Ok` (soak seed 92022324). Writing the bytes again in place
+    // would put a journal that may be durable, and the only good copy of
+    // records an earlier replay began to write back, in flight. So the
+    // replay writes a fresh copy, makes it durable, and renames it over the
+    // journal: the journal is only ever read, replaced whole or removed.
+    let journal = copy_durably(fs, dir, &path, &journal, &head, len).await?;
+    write_back(&journal, &path, &target, &seg_path, &head).await?;
+    target
+        .sync_data()
+        .await
+        .map_err(|e| Error::io("sync_data", &seg_path, 0, e))?;
+    info!(segment = %seg_path.display(), offset = head.offset, bytes = head.data_len, "replayed the recovery journal");
+    remove(fs, dir).await?;
+    Ok(Replayed::Bytes(head.data_len))
+}
+
+/// Refuses a whole journal (at `path`) that does not name an active
+/// segment: only an active segment is ever rewritten in place, so such a
+/// journal was not written by recovery, and nothing is changed.
+fn check_names_active(path: &Path, head: &Head) -> Result<()> {
     if !matches!(SegmentName::parse(&head.name), Some(SegmentName::Active { .. })) {
         return Err(Error::corruption(
-            &path,
+            path,
             24,
             format!("journal names {:?}, which is not an active segment", head.name),
         ));
     }
-    let seg_path = dir.join(&head.name);
-    let target = match fs
-        .open(&seg_path, OpenOptions::new().read(true).write(!read_only))
-        .await
-    {
-        Ok(f) => f,
+    Ok(())
+}
+
+/// Opens the segment a whole journal names (`seg_path`; for writing unless
+/// `read_only`). `None` if it does not exist: the journal is stale, and is
+/// removed (unless `read_only`), since nothing in it can have been
+/// acknowledged durable.
+async fn open_target<F: Fs>(
+    fs: &F,
+    dir: &Path,
+    path: &Path,
+    seg_path: &Path,
+    head: &Head,
+    read_only: bool,
+) -> Result<Option<F::File>> {
+    match fs.open(seg_path, OpenOptions::new().read(true).write(!read_only)).await {
+        Ok(f) => Ok(Some(f)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             // The segment's name never became durable (recovery writes the
             // journal before its directory fsync; a power loss can keep the
@@ -197,32 +243,30 @@ pub(crate) async fn replay<F: Fs>(fs: &F, dir: &Path, read_only: bool) -> Result
             if !read_only {
                 remove(fs, dir).await?;
             }
-            return Ok(Replayed::Stale);
+            Ok(None)
         }
-        Err(e) => return Err(Error::io("open", &seg_path, 0, e)),
-    };
-    if read_only {
-        drop(target);
-        return Err(Error::ReadOnly {
-            path,
-            reason: format!(
-                "an interrupted recovery left {} bytes of {} to write back first; open it writable once",
-                head.data_len, head.name
-            ),
-        });
+        Err(e) => Err(Error::io("open", seg_path, 0, e)),
     }
-    // The journal may be whole only in the page cache (the open that wrote
-    // it failed before or in its fsync; a process crash kept the pages): it
-    // must be durable before its bytes go back in flight, or a power loss
-    // during the replay could lose both copies (soak seed 30005268). Its own
-    // fsync cannot tell: after a failed one, ext4 marks the pages clean with
-    // the bytes in memory only, and a later fsync finds nothing to write and
-    // returns `Ok` (soak seed 92022324). Writing the bytes again in place
-    // would put a journal that may be durable, and the only good copy of
-    // records an earlier replay began to write back, in flight. So the
-    // replay writes a fresh copy, makes it durable, and renames it over the
-    // journal: the journal is only ever read, replaced whole or removed.
-    let journal = copy_durably(fs, dir, &path, &journal, &head, len).await?;
+}
+
+/// The error of a read-only open that finds a whole journal (at `path`):
+/// it cannot be replayed without writing, and the segment it names cannot
+/// be served without it (its bytes may be the only good copy of records).
+fn read_only_refusal(path: PathBuf, head: &Head) -> Error {
+    Error::ReadOnly {
+        path,
+        reason: format!(
+            "an interrupted recovery left {} bytes of {} to write back first; open it writable once",
+            head.data_len, head.name
+        ),
+    }
+}
+
+/// Writes the journal's data (read from `journal`, at `path`) back into
+/// its segment `target` (at `seg_path`), at the offset the journal names,
+/// in chunks of [`CHUNK_BYTES`] (bounded memory). The caller makes it
+/// durable.
+async fn write_back<Fl: File>(journal: &Fl, path: &Path, target: &Fl, seg_path: &Path, head: &Head) -> Result<()> {
     let mut buf = Vec::new();
     let mut done = 0;
     while done < head.data_len {
@@ -232,21 +276,15 @@ pub(crate) async fn replay<F: Fs>(fs: &F, dir: &Path, read_only: bool) -> Result
         journal
             .read_exact_at(&mut buf, at)
             .await
-            .map_err(|e| Error::io("read", &path, at, e))?;
+            .map_err(|e| Error::io("read", path, at, e))?;
         let to = head.offset + done;
         target
             .write_all_at(&buf, to)
             .await
-            .map_err(|e| Error::io("write", &seg_path, to, e))?;
+            .map_err(|e| Error::io("write", seg_path, to, e))?;
         done += n;
     }
-    target
-        .sync_data()
-        .await
-        .map_err(|e| Error::io("sync_data", &seg_path, 0, e))?;
-    info!(segment = %seg_path.display(), offset = head.offset, bytes = head.data_len, "replayed the recovery journal");
-    remove(fs, dir).await?;
-    Ok(Replayed::Bytes(head.data_len))
+    Ok(())
 }
 
 /// Copies the verified journal (`len` bytes) to [`JOURNAL_COPY_NAME`],

@@ -9,7 +9,7 @@
 //! last record; compaction makes its output durable before its inputs go, and
 //! open reconciles whatever an interrupted run left.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use simfs::{File, Fs, OpenOptions};
 use tracing::info;
@@ -19,7 +19,9 @@ use crate::compaction::{CompactionRun, SegmentInfo};
 use crate::error::{Error, Result};
 use crate::inner::Inner;
 use crate::meta::CleanMarker;
-use crate::segment::{header_for, thin_sparse, SegMeta, Segment, SegmentName, SPARSE_ENTRIES_MAX, TMP_SUFFIX};
+use crate::segment::{
+    header_for, thin_sparse, FrameReader, ReadFrame, SegMeta, Segment, SegmentName, SPARSE_ENTRIES_MAX, TMP_SUFFIX,
+};
 use crate::sync::Arc;
 use crate::writer::ActiveTail;
 
@@ -216,7 +218,6 @@ impl<F: Fs> Inner<F> {
     /// at `from`). Inside a batch, by rewriting the kept prefix; the rewrite
     /// becomes the active segment (returned).
     async fn cut_segment(&self, seg: &Arc<Segment<F>>, from: u64) -> Result<Option<ActiveTail<F>>> {
-        let io = |op, path: &std::path::Path, e| Error::io(op, path, 0, e);
         let old_path = seg.path();
         let active_path = self.dir.join(
             SegmentName::Active {
@@ -227,123 +228,16 @@ impl<F: Fs> Inner<F> {
         );
         // Where the new last frame ends, and whether it commits.
         let mut reader = seg.reader_at(&self.fs, from - 1).await?;
-        let (end, last_kind, last_frame) = loop {
-            let f = reader
-                .next_frame()
-                .await
-                .map_err(|stop| stop.into_error(&old_path, from - 1))?;
-            if f.header.index == from - 1 {
-                let end = f.offset + f.header.frame_len() as u64;
-                break (end, f.header.kind, f);
-            }
-        };
+        let last_frame = new_last_frame(&mut reader, &old_path, from).await?;
+        let end = last_frame.offset + last_frame.header.frame_len() as u64;
+        let last_kind = last_frame.header.kind;
         if last_kind.commits() {
-            // Seal by name: a sealed segment's name bounds its range, and the
-            // bytes after its last frame are never read (FORMAT.md §9). No
-            // byte of the file changes. A `set_len` inside the atomic unit
-            // that holds the new last record would rewrite that unit (the
-            // filesystem zeroes the rest of it), and a power loss before the
-            // cut's fsync could tear it and lose durable records (sim seed
-            // 401638); a rename cannot.
-            let sealed_path = self.dir.join(
-                SegmentName::Sealed {
-                    first: seg.first_index,
-                    last: from - 1,
-                    id: seg.id,
-                }
-                .file_name(),
-            );
-            // The name will promise the kept records: they must be durable
-            // first (an active holder under `Manual` may hold unsynced ones).
-            if self.state().frontier.durable() < from {
-                let file = seg.file(&self.fs).await?;
-                file.sync_data().await.map_err(|e| io("sync_data", &old_path, e))?;
-                let mut st = self.state();
-                st.frontier.made_durable(from);
-                st.stats.fsyncs += 1;
-            }
-            if old_path != sealed_path {
-                self.fs
-                    .rename(&old_path, &sealed_path)
-                    .await
-                    .map_err(|e| io("rename", &old_path, e))?;
-                self.fs
-                    .sync_dir(&self.dir)
-                    .await
-                    .map_err(|e| io("sync_dir", &self.dir, e))?;
-            }
-            {
-                let mut m = seg.meta();
-                m.path = sealed_path;
-                m.sealed = true;
-                m.last_index = Some(from - 1);
-                m.sparse.retain(|&(i, _)| i < from);
-                // Readers stop at the last index, whatever the limit.
-                m.end_offset = m.end_offset.max(end);
-                thin_sparse(&mut m.sparse, SPARSE_ENTRIES_MAX);
-            }
-            info!(segment = %seg.path().display(), last = from - 1, "truncated (sealed by name)");
+            self.seal_by_name(seg, &old_path, from, end).await?;
             return Ok(None);
         }
-        let file = {
-            // The cut falls inside a batch: write the kept prefix with the
-            // new last record turned into the batch's end to a temporary file,
-            // make it durable, rename it into place. The frames keep their
-            // bytes (same segment id and salt), so nothing else changes.
-            let tmp = self.dir.join(format!(
-                "{}{}",
-                active_path
-                    .file_name()
-                    .map(|n| n.to_string_lossy())
-                    .unwrap_or_default()
-                    .trim_end_matches(".wal"),
-                TMP_SUFFIX
-            ));
-            let src = seg.file(&self.fs).await?;
-            let mut bytes = vec![0u8; last_frame.offset as usize];
-            src.read_exact_at(&mut bytes, 0)
-                .await
-                .map_err(|e| io("read", &old_path, e))?;
-            encode_frame(
-                &mut bytes,
-                seg.seed,
-                FrameKind::BatchEnd,
-                last_frame.header.index,
-                last_frame.header.durable_next,
-                &last_frame.payload,
-            );
-            let file = self
-                .fs
-                .open(
-                    &tmp,
-                    OpenOptions::new().read(true).write(true).create(true).truncate(true),
-                )
-                .await
-                .map_err(|e| io("create", &tmp, e))?;
-            file.write_all_at(&bytes, 0).await.map_err(|e| io("write", &tmp, e))?;
-            file.sync_data().await.map_err(|e| io("sync_data", &tmp, e))?;
-            self.fs
-                .rename(&tmp, &active_path)
-                .await
-                .map_err(|e| io("rename", &tmp, e))?;
-            self.fs
-                .sync_dir(&self.dir)
-                .await
-                .map_err(|e| io("sync_dir", &self.dir, e))?;
-            if old_path != active_path {
-                // The sealed original: open would drop it anyway (same id
-                // and first index as the active), but not leave it behind.
-                self.fs
-                    .remove_file(&old_path)
-                    .await
-                    .map_err(|e| io("remove", &old_path, e))?;
-                self.fs
-                    .sync_dir(&self.dir)
-                    .await
-                    .map_err(|e| io("sync_dir", &self.dir, e))?;
-            }
-            file
-        };
+        let file = self
+            .rewrite_kept_prefix(seg, &old_path, &active_path, &last_frame)
+            .await?;
         let file = Arc::new(file);
         {
             let mut m = seg.meta();
@@ -357,6 +251,140 @@ impl<F: Fs> Inner<F> {
         seg.replace_file(file.clone());
         info!(segment = %seg.path().display(), last = from - 1, "truncated");
         Ok(Some((seg.clone(), file, end)))
+    }
+
+    /// The cut's new last record commits: seals `seg` as `[first, from - 1]`
+    /// by renaming it, without changing a byte of the file, and updates its
+    /// memory (`end` is where the new last frame ends). Why a rename and not
+    /// a `set_len`: see the comment inside.
+    async fn seal_by_name(&self, seg: &Arc<Segment<F>>, old_path: &Path, from: u64, end: u64) -> Result<()> {
+        // Seal by name: a sealed segment's name bounds its range, and the
+        // bytes after its last frame are never read (FORMAT.md §9). No
+        // byte of the file changes. A `set_len` inside the atomic unit
+        // that holds the new last record would rewrite that unit (the
+        // filesystem zeroes the rest of it), and a power loss before the
+        // cut's fsync could tear it and lose durable records (sim seed
+        // 401638); a rename cannot.
+        let sealed_path = self.dir.join(
+            SegmentName::Sealed {
+                first: seg.first_index,
+                last: from - 1,
+                id: seg.id,
+            }
+            .file_name(),
+        );
+        self.sync_kept_records(seg, old_path, from).await?;
+        if old_path != sealed_path {
+            self.fs
+                .rename(old_path, &sealed_path)
+                .await
+                .map_err(|e| cut_io("rename", old_path, e))?;
+            self.fs
+                .sync_dir(&self.dir)
+                .await
+                .map_err(|e| cut_io("sync_dir", &self.dir, e))?;
+        }
+        {
+            let mut m = seg.meta();
+            m.path = sealed_path;
+            m.sealed = true;
+            m.last_index = Some(from - 1);
+            m.sparse.retain(|&(i, _)| i < from);
+            // Readers stop at the last index, whatever the limit.
+            m.end_offset = m.end_offset.max(end);
+            thin_sparse(&mut m.sparse, SPARSE_ENTRIES_MAX);
+        }
+        info!(segment = %seg.path().display(), last = from - 1, "truncated (sealed by name)");
+        Ok(())
+    }
+
+    /// Before a seal by name: makes the records below `from` durable if they
+    /// are not known to be, because the sealed name will promise them.
+    async fn sync_kept_records(&self, seg: &Arc<Segment<F>>, old_path: &Path, from: u64) -> Result<()> {
+        // The name will promise the kept records: they must be durable
+        // first (an active holder under `Manual` may hold unsynced ones).
+        if self.state().frontier.durable() < from {
+            let file = seg.file(&self.fs).await?;
+            file.sync_data().await.map_err(|e| cut_io("sync_data", old_path, e))?;
+            let mut st = self.state();
+            st.frontier.made_durable(from);
+            st.stats.fsyncs += 1;
+        }
+        Ok(())
+    }
+
+    /// The cut falls inside a batch: writes the kept prefix of `seg`, with
+    /// `last_frame` turned into the batch's end, to a temporary file, makes
+    /// it durable and moves it to `active_path` (`install_rewrite`).
+    /// Returns the new file. A rewrite, because the kept records must end
+    /// in a committing frame; the frames keep their bytes otherwise.
+    async fn rewrite_kept_prefix(
+        &self,
+        seg: &Arc<Segment<F>>,
+        old_path: &Path,
+        active_path: &Path,
+        last_frame: &ReadFrame,
+    ) -> Result<F::File> {
+        // The cut falls inside a batch: write the kept prefix with the
+        // new last record turned into the batch's end to a temporary file,
+        // make it durable, rename it into place. The frames keep their
+        // bytes (same segment id and salt), so nothing else changes.
+        let tmp = self.dir.join(rewrite_tmp_name(active_path));
+        let src = seg.file(&self.fs).await?;
+        let mut bytes = vec![0u8; last_frame.offset as usize];
+        src.read_exact_at(&mut bytes, 0)
+            .await
+            .map_err(|e| cut_io("read", old_path, e))?;
+        encode_frame(
+            &mut bytes,
+            seg.seed,
+            FrameKind::BatchEnd,
+            last_frame.header.index,
+            last_frame.header.durable_next,
+            &last_frame.payload,
+        );
+        let file = self
+            .fs
+            .open(
+                &tmp,
+                OpenOptions::new().read(true).write(true).create(true).truncate(true),
+            )
+            .await
+            .map_err(|e| cut_io("create", &tmp, e))?;
+        file.write_all_at(&bytes, 0)
+            .await
+            .map_err(|e| cut_io("write", &tmp, e))?;
+        file.sync_data().await.map_err(|e| cut_io("sync_data", &tmp, e))?;
+        self.install_rewrite(&tmp, active_path, old_path).await?;
+        Ok(file)
+    }
+
+    /// Renames the durable rewrite `tmp` to `active_path`, durably, then
+    /// removes the original at `old_path` durably if it had another name
+    /// (a sealed holder), so that the directory holds one copy of the
+    /// segment.
+    async fn install_rewrite(&self, tmp: &Path, active_path: &Path, old_path: &Path) -> Result<()> {
+        self.fs
+            .rename(tmp, active_path)
+            .await
+            .map_err(|e| cut_io("rename", tmp, e))?;
+        self.fs
+            .sync_dir(&self.dir)
+            .await
+            .map_err(|e| cut_io("sync_dir", &self.dir, e))?;
+        if old_path != active_path {
+            // The sealed original: open would drop it anyway (same id
+            // and first index as the active), but not leave it behind.
+            self.fs
+                .remove_file(old_path)
+                .await
+                .map_err(|e| cut_io("remove", old_path, e))?;
+            self.fs
+                .sync_dir(&self.dir)
+                .await
+                .map_err(|e| cut_io("sync_dir", &self.dir, e))?;
+        }
+        Ok(())
     }
 
     /// The segments with their sizes, in log order.
@@ -536,4 +564,43 @@ impl<F: Fs> Inner<F> {
         file.sync_data().await.map_err(|e| Error::io("sync_data", tmp, 0, e))?;
         Ok(())
     }
+}
+
+/// Reads frames from `reader` (positioned at or before the frame of
+/// `from - 1`) up to the frame of `from - 1`, the cut's new last record,
+/// and returns it: where it ends and whether it commits decide how
+/// `Inner::cut_segment` cuts. Any stop before it is an error: the record
+/// must exist.
+async fn new_last_frame<Fl: File>(reader: &mut FrameReader<Fl>, old_path: &Path, from: u64) -> Result<ReadFrame> {
+    loop {
+        let f = reader
+            .next_frame()
+            .await
+            .map_err(|stop| stop.into_error(old_path, from - 1))?;
+        if f.header.index == from - 1 {
+            return Ok(f);
+        }
+    }
+}
+
+/// The temporary file name of a cut's rewrite of the active segment at
+/// `active_path`: its name without `.wal`, plus [`TMP_SUFFIX`], the suffix
+/// open treats as a leftover, so a rewrite never renamed into place is
+/// never taken for a segment.
+fn rewrite_tmp_name(active_path: &Path) -> String {
+    format!(
+        "{}{}",
+        active_path
+            .file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default()
+            .trim_end_matches(".wal"),
+        TMP_SUFFIX
+    )
+}
+
+/// The error of a failed filesystem call in a cut (offset 0): the cut's
+/// steps act on whole files.
+fn cut_io(op: &'static str, path: &Path, e: std::io::Error) -> Error {
+    Error::io(op, path, 0, e)
 }

@@ -504,6 +504,9 @@ impl<F: Fs> Checker<'_, F> {
         held
     }
 
+    /// Verifies one segment: opens it (or takes the open log's handle),
+    /// checks its header, then its frames ([`Self::frames`]). Returns what
+    /// it validly holds; what is wrong with it is in the report.
     async fn segment(&mut self, e: &Entry<F::File>, log_id: Option<u128>) -> Held {
         let first = e.name.first();
         let mut held = Held {
@@ -518,6 +521,24 @@ impl<F: Fs> Checker<'_, F> {
             Expect::Through(last) => Some(first..last.saturating_add(1)),
             Expect::Empty | Expect::Unknown => None,
         };
+        let Some((file, len)) = self.open_counted(e, claimed.clone()).await else {
+            return held;
+        };
+        let limit = e.limit.map_or(len, |l| l.min(len));
+        if !self.header(&file, e, len, log_id, claimed.clone()).await {
+            return held;
+        }
+        held.header_ok = true;
+        self.report.bytes += limit;
+        self.frames(e, &file, len, limit, claimed, held).await
+    }
+
+    /// Opens the segment of `e` (or takes the open log's handle), counts it
+    /// in the report and returns the file with its length. `None`, with the
+    /// failure reported as `Unreadable` (the `claimed` records with it), if
+    /// it cannot be opened or its length cannot be read: nothing more of it
+    /// can be checked.
+    async fn open_counted(&mut self, e: &Entry<F::File>, claimed: Option<Range<u64>>) -> Option<(Arc<F::File>, u64)> {
         let file = match &e.file {
             Some(f) => f.clone(),
             None => match self.fs.open(&e.path, OpenOptions::new().read(true)).await {
@@ -525,7 +546,7 @@ impl<F: Fs> Checker<'_, F> {
                 Err(err) => {
                     self.report
                         .error(ProblemKind::Unreadable, &Error::io("open", &e.path, 0, err), claimed);
-                    return held;
+                    return None;
                 }
             },
         };
@@ -535,15 +556,27 @@ impl<F: Fs> Checker<'_, F> {
             Err(err) => {
                 self.report
                     .error(ProblemKind::Unreadable, &Error::io("len", &e.path, 0, err), claimed);
-                return held;
+                return None;
             }
         };
-        let limit = e.limit.map_or(len, |l| l.min(len));
-        if !self.header(&file, e, len, log_id, claimed.clone()).await {
-            return held;
-        }
-        held.header_ok = true;
-        self.report.bytes += limit;
+        Some((file, len))
+    }
+
+    /// After the header of `e` checked: scans its frames (of `file`, `len`
+    /// bytes, read up to `limit`) against what its name or the open log
+    /// claims, records what it validly holds in `held` and reports the
+    /// damage, or for an active segment on disk what follows its last
+    /// batch (`tail`). Returns `held`.
+    async fn frames(
+        &mut self,
+        e: &Entry<F::File>,
+        file: &Arc<F::File>,
+        len: u64,
+        limit: u64,
+        claimed: Option<Range<u64>>,
+        mut held: Held,
+    ) -> Held {
+        let first = e.name.first();
         let (last, sealed) = match (e.expect, e.name) {
             (Expect::Empty, _) => {
                 held.whole = true;
@@ -576,7 +609,7 @@ impl<F: Fs> Checker<'_, F> {
         if matches!(e.expect, Expect::Unknown) {
             held.whole = true;
             if !scan.at_limit {
-                self.tail(&file, &e.path, seed, scan.committed_offset, scan.committed_end, len)
+                self.tail(file, &e.path, seed, scan.committed_offset, scan.committed_end, len)
                     .await;
             }
             return held;

@@ -658,89 +658,17 @@ impl<F: Fs> Wal<F> {
             (st.frontier.first(), st.frontier.readable())
         };
         if k < first {
-            // No record to remove, but a sealed segment may lie wholly below
-            // the first index: an active segment that recovery kept under a
-            // low-water mark above its records (a meta rename that failed
-            // after taking effect, seed 690 of the sweep), sealed since. It
-            // goes (no iterator can read it); the answer promises `first`
-            // durably.
-            let critical = Critical::enter(inner, "prune");
-            let result = async {
-                inner.prune_sealed(k).await?;
-                inner.persist_first_index(first).await
-            }
-            .await;
-            inner.leases().set_pruning_below(0);
-            critical.finish();
-            result?;
-            return Ok(first);
+            return self.prune_below_first(k, first).await;
         }
         // Never beyond what a live iterator still needs.
-        let k_eff = {
-            let mut leases = inner.leases();
-            let k_eff = leases.limit(k, readable, inner.opts.max_lease_holds);
-            #[cfg(feature = "planted-bugs")]
-            let k_eff = if crate::testing::planted(crate::testing::Planted::PruneIgnoresLeases) {
-                Some(k)
-            } else {
-                k_eff
-            };
-            let Some(k_eff) = k_eff else {
-                // A lease at index 0 needs the first record: nothing goes.
-                drop(leases);
-                inner.invalidate_readers();
-                return Ok(first);
-            };
-            // Iterators created from here on were not counted: none may
-            // start where this prune may remove (`prune_sealed` narrows it).
-            leases.set_pruning_below(k_eff.saturating_add(1));
-            k_eff
+        let Some(k_eff) = self.lease_limited_prune_point(k, readable) else {
+            return Ok(first);
         };
         // A lease may have been revoked: its iterator must notice.
         inner.invalidate_readers();
         let whole = k_eff == k && (readable == first || k >= readable - 1);
         let critical = Critical::enter(inner, "prune");
-        let result = async {
-            let new_first = if whole {
-                // No index may be handed out while the prune resets them:
-                // appenders wait behind the writer mutex. Pausing before
-                // taking it also keeps appenders from starving the prune.
-                let _paused = PauseAdmission::new(inner).await;
-                let mut w = inner.writer.lock().await;
-                async {
-                    // A group commit may have been dropped since the resume.
-                    w.resume(inner, &lifecycle).await?;
-                    while !inner.state().queue.is_empty() {
-                        w.run_group(inner).await;
-                    }
-                    // Lifecycle operations start with nothing in the write
-                    // buffer: their crash arguments need no buffered case.
-                    w.flush(inner).await?;
-                    let (first, readable) = {
-                        let st = inner.state();
-                        st.check_usable()?;
-                        (st.frontier.first(), st.frontier.readable())
-                    };
-                    // Appends may have landed since: only a prune through the
-                    // last record empties the log; records above k always stay.
-                    if readable > first && k < readable - 1 {
-                        return inner.prune_sealed(k).await;
-                    }
-                    let r = inner.prune_all(k).await;
-                    if r.is_ok() {
-                        w.reset_active();
-                    }
-                    r
-                }
-                .await
-            } else {
-                inner.prune_sealed(k_eff).await
-            }?;
-            // A prune that removed nothing returns the first index as is.
-            inner.persist_first_index(new_first).await?;
-            Ok(new_first)
-        }
-        .await;
+        let result = self.prune_leased(&lifecycle, k, k_eff, whole).await;
         // The first index is final (or the WAL stopped): iterators may
         // start anywhere in the log again. (If this future is dropped
         // instead, `critical` stops the WAL, which refuses new iterators.)
@@ -751,6 +679,130 @@ impl<F: Fs> Wal<F> {
             inner.state().stats.prunes += 1;
         }
         Ok(new_first)
+    }
+
+    /// `prune_through(k)` with `k` below the first index `first`: removes
+    /// the sealed segments wholly below `first`, if any, and makes `first`
+    /// durable; returns `first`. A separate path because no record goes and
+    /// no lease needs asking. Called with the lifecycle lock held.
+    async fn prune_below_first(&self, k: u64, first: u64) -> Result<u64> {
+        let inner = &self.inner;
+        // No record to remove, but a sealed segment may lie wholly below
+        // the first index: an active segment that recovery kept under a
+        // low-water mark above its records (a meta rename that failed
+        // after taking effect, seed 690 of the sweep), sealed since. It
+        // goes (no iterator can read it); the answer promises `first`
+        // durably.
+        let critical = Critical::enter(inner, "prune");
+        let result = async {
+            inner.prune_sealed(k).await?;
+            inner.persist_first_index(first).await
+        }
+        .await;
+        inner.leases().set_pruning_below(0);
+        critical.finish();
+        result?;
+        Ok(first)
+    }
+
+    /// The prune point the leases allow for `prune_through(k)` (`readable`
+    /// the readable end), published as `pruning_below` so that no iterator
+    /// created meanwhile starts where the prune may remove. `None` when a
+    /// lease needs the first record: nothing goes (the readers are told,
+    /// since a lease may have been revoked).
+    fn lease_limited_prune_point(&self, k: u64, readable: u64) -> Option<u64> {
+        let inner = &self.inner;
+        let mut leases = inner.leases();
+        let k_eff = leases.limit(k, readable, inner.opts.max_lease_holds);
+        #[cfg(feature = "planted-bugs")]
+        let k_eff = if crate::testing::planted(crate::testing::Planted::PruneIgnoresLeases) {
+            Some(k)
+        } else {
+            k_eff
+        };
+        let Some(k_eff) = k_eff else {
+            // A lease at index 0 needs the first record: nothing goes.
+            drop(leases);
+            inner.invalidate_readers();
+            return None;
+        };
+        // Iterators created from here on were not counted: none may
+        // start where this prune may remove (`prune_sealed` narrows it).
+        leases.set_pruning_below(k_eff.saturating_add(1));
+        Some(k_eff)
+    }
+
+    /// The file-changing part of `prune_through`, run inside its `Critical`
+    /// section: empties the log through `k` when `whole` (`prune_whole`),
+    /// else removes the sealed segments through the lease-limited `k_eff`;
+    /// then makes the returned first index durable.
+    async fn prune_leased(
+        &self,
+        lifecycle: &futures::lock::MutexGuard<'_, ()>,
+        k: u64,
+        k_eff: u64,
+        whole: bool,
+    ) -> Result<u64> {
+        let inner = &self.inner;
+        let new_first = if whole {
+            self.prune_whole(lifecycle, k).await
+        } else {
+            inner.prune_sealed(k_eff).await
+        }?;
+        // A prune that removed nothing returns the first index as is.
+        inner.persist_first_index(new_first).await?;
+        Ok(new_first)
+    }
+
+    /// A prune through the last record (as far as the leases allow):
+    /// pauses admission and takes the writer mutex, because it resets the
+    /// next index, then decides under them (`prune_whole_locked`). Both are
+    /// released when it returns.
+    async fn prune_whole(&self, lifecycle: &futures::lock::MutexGuard<'_, ()>, k: u64) -> Result<u64> {
+        let inner = &self.inner;
+        // No index may be handed out while the prune resets them:
+        // appenders wait behind the writer mutex. Pausing before
+        // taking it also keeps appenders from starving the prune.
+        let _paused = PauseAdmission::new(inner).await;
+        let mut w = inner.writer.lock().await;
+        self.prune_whole_locked(&mut w, lifecycle, k).await
+    }
+
+    /// With admission paused and the writer `w` held: finishes what is
+    /// admitted and writes the write buffer, then empties the log through
+    /// `k` (`Inner::prune_all`, the writer forgets its active segment) if
+    /// `k` is still at or past the last record, else prunes sealed segments
+    /// only, since appends may have landed meanwhile.
+    async fn prune_whole_locked(
+        &self,
+        w: &mut Writer<F>,
+        lifecycle: &futures::lock::MutexGuard<'_, ()>,
+        k: u64,
+    ) -> Result<u64> {
+        let inner = &self.inner;
+        // A group commit may have been dropped since the resume.
+        w.resume(inner, lifecycle).await?;
+        while !inner.state().queue.is_empty() {
+            w.run_group(inner).await;
+        }
+        // Lifecycle operations start with nothing in the write
+        // buffer: their crash arguments need no buffered case.
+        w.flush(inner).await?;
+        let (first, readable) = {
+            let st = inner.state();
+            st.check_usable()?;
+            (st.frontier.first(), st.frontier.readable())
+        };
+        // Appends may have landed since: only a prune through the
+        // last record empties the log; records above k always stay.
+        if readable > first && k < readable - 1 {
+            return inner.prune_sealed(k).await;
+        }
+        let r = inner.prune_all(k).await;
+        if r.is_ok() {
+            w.reset_active();
+        }
+        r
     }
 
     /// Removes every record above `k`, durably: once this returns `Ok`, they
