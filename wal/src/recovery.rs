@@ -14,7 +14,7 @@
 //!   otherwise it is a torn tail: bytes that were never acknowledged.
 //! - A read error fails the open and cuts nothing.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use simfs::{File, Fs, OpenOptions};
 use tracing::{info, warn};
@@ -98,7 +98,27 @@ pub(crate) struct Recovered<F: Fs> {
     pub report: RecoveryReport,
 }
 
+/// The arguments of one [`recover`] call, shared by its steps.
+struct Opening<'a, F> {
+    fs: &'a F,
+    dir: &'a Path,
+    mode: RecoveryMode,
+    /// Where the log starts when no meta file says.
+    default_first_index: u64,
+    align_bytes: u64,
+    read_only: bool,
+    known_log_id: Option<u128>,
+}
+
 /// Runs recovery on a locked directory.
+///
+/// The steps, in order: an earlier recovery's interrupted rewrite is
+/// finished (`journal::replay`); the names are settled and the leftovers
+/// removed ([`settle_names`]); the active segment is opened
+/// ([`recover_active`]); an interrupted full prune is finished
+/// ([`finish_full_prune`]); the names are made durable and the torn tail cut
+/// ([`make_recovery_durable`]); a loss a `PointInTime` open accepted is
+/// recorded ([`accept_losses`]).
 pub(crate) async fn recover<F: Fs>(
     fs: &F,
     dir: &Path,
@@ -108,6 +128,15 @@ pub(crate) async fn recover<F: Fs>(
     read_only: bool,
     known_log_id: Option<u128>,
 ) -> Result<Recovered<F>> {
+    let o = Opening {
+        fs,
+        dir,
+        mode,
+        default_first_index,
+        align_bytes,
+        read_only,
+        known_log_id,
+    };
     let mut report = RecoveryReport {
         read_only,
         ..RecoveryReport::default()
@@ -120,6 +149,81 @@ pub(crate) async fn recover<F: Fs>(
         Replayed::None | Replayed::Torn => {}
     }
     let mut meta = read_meta(fs, dir).await?;
+    let settled = settle_names(&o, meta, &mut report).await?;
+    let low_water = meta.map(|m| m.low_water);
+    let mut log = Rebuilt::from_sealed(dir, &settled.sealed, low_water.unwrap_or(default_first_index));
+    report.sealed_segments = log.segments.len();
+    recover_active(&o, &settled, &mut meta, &mut log, &mut report).await?;
+    finish_full_prune(&o, low_water, &mut log, &mut report).await?;
+    make_recovery_durable(&o, &mut log, &mut report).await?;
+    let Rebuilt {
+        segments,
+        active_file,
+        next_index,
+        ..
+    } = log;
+    let (next_segment_id, log_id) = (settled.next_segment_id, settled.log_id);
+    // The first index never moves backwards: the low-water mark holds it
+    // even when every segment is gone.
+    let first_index = segments
+        .first()
+        .map_or(next_index, |s| s.first_index)
+        .max(low_water.unwrap_or(0))
+        .min(next_index);
+    if !report.lost.is_empty() {
+        meta = Some(accept_losses(fs, dir, meta, (first_index, next_segment_id, log_id), read_only).await);
+    }
+    info!(
+        dir = %dir.display(),
+        sealed = report.sealed_segments,
+        active = report.active_segment,
+        first_index,
+        next_index,
+        torn_bytes_cut = report.torn_bytes_cut,
+        stop = ?report.stop_reason,
+        "recovered"
+    );
+    Ok(Recovered {
+        segments,
+        active_file,
+        first_index,
+        next_index,
+        next_segment_id,
+        meta,
+        log_id,
+        report,
+    })
+}
+
+/// The log's names in the directory, sorted by [`list_names`].
+struct Names {
+    sealed: Vec<(SegmentName, String)>,
+    active: Vec<(SegmentName, String)>,
+    /// Temporary files and leftovers of interrupted operations.
+    leftovers: Vec<String>,
+}
+
+/// The log's names once they proved valid (the leftovers removed), and
+/// what they settled.
+struct Settled {
+    sealed: Vec<(SegmentName, String)>,
+    active: Vec<(SegmentName, String)>,
+    /// What the segment headers said (`evidence::check_headers`), restored
+    /// compaction outputs added to `verified`.
+    headers: Headers,
+    /// The log's identity (`evidence::check_headers`).
+    log_id: u128,
+    /// The next segment id (see [`next_segment_id`]).
+    next_segment_id: u64,
+}
+
+/// Sorts the directory's names: sealed and active segments, leftovers
+/// (temporary files, a rewrite journal's copy), and names that are not the
+/// log's (reported as ignored, left alone). The meta file and the rewrite
+/// journal are read elsewhere. A directory with a segment's name, or a name
+/// that looks like a segment's but does not parse, is `Corruption`: never
+/// skipped.
+async fn list_names<F: Fs>(fs: &F, dir: &Path, report: &mut RecoveryReport) -> Result<Names> {
     let entries = fs.read_dir(dir).await.map_err(|e| Error::io("read_dir", dir, 0, e))?;
     let mut sealed: Vec<(SegmentName, String)> = Vec::new();
     let mut active: Vec<(SegmentName, String)> = Vec::new();
@@ -152,9 +256,31 @@ pub(crate) async fn recover<F: Fs>(
             None => report.ignored_files.push(entry.name),
         }
     }
+    Ok(Names {
+        sealed,
+        active,
+        leftovers,
+    })
+}
+
+/// Settles which names are the log's, on evidence and before any change:
+/// the headers against the names (one log id), a compaction output whose
+/// rename was lost restored when it is the only copy of some records
+/// ([`restore_compaction_outputs`]), the leftovers of interrupted lifecycle
+/// operations reconciled ([`reconcile`], each removal verified against what
+/// justifies it), the names validated ([`validate_names`]), and the meta
+/// file's low-water mark checked against the chain. Only then are the
+/// leftovers removed: an open refused on evidence changes nothing.
+async fn settle_names<F: Fs>(o: &Opening<'_, F>, meta: Option<Meta>, report: &mut RecoveryReport) -> Result<Settled> {
+    let (fs, dir) = (o.fs, o.dir);
+    let Names {
+        mut sealed,
+        active,
+        mut leftovers,
+    } = list_names(fs, dir, report).await?;
     // Evidence before any change: headers against names, one log id.
     let all: Vec<_> = sealed.iter().chain(active.iter()).cloned().collect();
-    let mut headers = evidence::check_headers(fs, dir, meta.as_ref(), &all, known_log_id).await?;
+    let mut headers = evidence::check_headers(fs, dir, meta.as_ref(), &all, o.known_log_id).await?;
     let log_id = headers.log_id;
     let low_water = meta.map(|m| m.low_water);
     restore_compaction_outputs(
@@ -163,9 +289,9 @@ pub(crate) async fn recover<F: Fs>(
         &mut sealed,
         &active,
         &mut leftovers,
-        low_water.unwrap_or(default_first_index),
+        low_water.unwrap_or(o.default_first_index),
         &mut headers,
-        read_only,
+        o.read_only,
     )
     .await?;
     let (stale, justified) = reconcile(&mut sealed, &active, low_water);
@@ -173,228 +299,345 @@ pub(crate) async fn recover<F: Fs>(
     leftovers.extend(stale);
     validate_names(dir, &sealed, &active)?;
     let chain_first = sealed.first().or(active.first()).map(|(n, s)| (n.first(), s.clone()));
-    let chain_end = match sealed.last() {
-        Some((SegmentName::Sealed { last, .. }, _)) => last.saturating_add(1),
-        _ => low_water.unwrap_or(default_first_index),
-    };
+    let chain_end = sealed_end(&sealed, low_water.unwrap_or(o.default_first_index));
     let lost = evidence::chain_promises(dir, meta.as_ref(), chain_first, chain_end, !active.is_empty());
-    evidence::settle_losses(mode, 0, lost, &mut report.lost)?;
+    evidence::settle_losses(o.mode, 0, lost, &mut report.lost)?;
     // Temporary files and leftovers of interrupted operations: removed only
-    // once the names proved valid (the directory fsync below makes the
-    // removals durable).
-    remove_leftovers(fs, dir, leftovers.into_iter().map(|n| dir.join(n)), &mut report).await?;
-    let next_segment_id = sealed
+    // once the names proved valid (the directory fsync in
+    // `make_recovery_durable` makes the removals durable).
+    remove_leftovers(fs, dir, leftovers.into_iter().map(|n| dir.join(n)), report).await?;
+    let next_segment_id = next_segment_id(dir, &sealed, &active, meta)?;
+    Ok(Settled {
+        sealed,
+        active,
+        headers,
+        log_id,
+        next_segment_id,
+    })
+}
+
+/// The index after the last sealed segment: where the chain of sealed
+/// names ends, `otherwise` when there is no sealed segment.
+fn sealed_end(sealed: &[(SegmentName, String)], otherwise: u64) -> u64 {
+    match sealed.last() {
+        Some((SegmentName::Sealed { last, .. }, _)) => last.saturating_add(1),
+        _ => otherwise,
+    }
+}
+
+/// The next segment id: above every id in the directory, and at least the
+/// meta file's high-water mark, so that an id never comes back. `Corruption`
+/// when the ids are exhausted.
+fn next_segment_id(
+    dir: &Path,
+    sealed: &[(SegmentName, String)],
+    active: &[(SegmentName, String)],
+    meta: Option<Meta>,
+) -> Result<u64> {
+    let above_every_name = sealed
         .iter()
         .chain(active.iter())
         .map(|(n, _)| n.id())
         .max()
         .map_or(Some(1), |m| m.checked_add(1))
-        .ok_or_else(|| Error::corruption(dir, 0, "segment ids exhausted"))?
-        .max(meta.map_or(1, |m| m.next_segment_id));
+        .ok_or_else(|| Error::corruption(dir, 0, "segment ids exhausted"))?;
+    Ok(above_every_name.max(meta.map_or(1, |m| m.next_segment_id)))
+}
 
-    let mut segments: Vec<Arc<Segment<F>>> = sealed
-        .iter()
-        .filter_map(|(n, name)| match *n {
-            SegmentName::Sealed { first, last, id } => Some((first, last, id, name)),
-            SegmentName::Active { .. } => None,
-        })
-        .map(|(first, last, id, name)| {
-            Arc::new(Segment::new(
-                id,
-                first,
-                SegMeta {
-                    path: dir.join(name),
-                    last_index: Some(last),
-                    sealed: true,
-                    end_offset: u64::MAX,
-                    sparse: Vec::new(),
-                    sparse_complete: false,
-                    damage: None,
-                },
-                None,
-            ))
-        })
-        .collect();
-    report.sealed_segments = segments.len();
+/// The log as recovery rebuilds it: the segments it will serve, where it
+/// ends, and what is left to do on the active segment once the names are
+/// durable.
+struct Rebuilt<F: Fs> {
+    segments: Vec<Arc<Segment<F>>>,
+    /// The active segment's read-write handle, if there is an active segment.
+    active_file: Option<Arc<F::File>>,
+    next_index: u64,
+    /// Where the log starts when no segment holds a record: the low-water
+    /// mark, else the options' first index.
+    empty_next: u64,
+    /// After a scan, the active segment's cut (`finish_active`). `None`
+    /// after a clean reopen (nothing to cut).
+    to_finish: Option<PendingCut<F::File>>,
+    /// The scan wrote the rewrite journal (`journal`): removed, durably,
+    /// once the rewrite and the cut are done.
+    journaled: bool,
+}
 
-    let empty_next = low_water.unwrap_or(default_first_index);
-    let mut next_index = match sealed.last() {
-        Some((SegmentName::Sealed { last, .. }, _)) => last.saturating_add(1),
-        _ => empty_next,
-    };
-    let mut active_file = None;
-    let mut to_finish = None;
-    let mut journaled = false;
-    if let Some((name, file_name)) = active.first() {
-        let path = dir.join(file_name);
-        // The marker vouches for the frames, not for the header: a lying
-        // fsync can lose a new segment's header before a clean close, and
-        // appends behind a header no open can read are lost (soak seed
-        // 92013153). Without a verified header the segment is scanned.
-        let clean = meta
-            .and_then(|m| m.clean)
-            .filter(|c| c.active_id == name.id())
-            .filter(|_| headers.verified.contains(file_name));
-        let scan = match clean {
-            Some(c) => fast_open(fs, &path, name.first(), c, align_bytes, read_only).await?,
-            None => None,
-        };
-        let scan = match scan {
-            Some(s) => {
-                report.clean_reopen = true;
-                s
-            }
-            None => {
-                let promised = meta.and_then(|m| m.clean).map(|c| c.next_index);
-                let at = ScanAt {
-                    id: name.id(),
-                    first: name.first(),
-                    log_id,
-                    promised,
-                };
-                scan_active(fs, &path, at, mode, align_bytes, &mut report).await?
-            }
-        };
-        match scan {
-            ActiveScan::Torn => {
-                // A new segment whose header never became durable, holding no
-                // valid frame: nothing in it was ever acknowledged. Its id
-                // must not come back: record the id high-water mark first.
-                // A new meta file's mark is where the log starts now: the
-                // first sealed segment's first index, if any (an empty
-                // log's next index otherwise). `empty_next` alone could be
-                // above a sealed segment that starts below the configured
-                // first index, and the next open would start at the mark
-                // (found by the `recover` fuzz target: not idempotent).
-                let low_water = segments.first().map_or(empty_next, |s| s.first_index);
-                let m = Meta {
-                    next_segment_id,
-                    clean: None,
-                    log_id,
-                    ..meta.unwrap_or(Meta {
-                        low_water,
-                        next_segment_id,
-                        clean: None,
-                        log_id,
-                    })
-                };
-                // Best effort: a full disk must not stop the open, and a
-                // reused id of a file that is gone is harmless.
-                if read_only {
-                    meta = Some(m);
-                } else {
-                    match write_meta(fs, dir, &m).await {
-                        Ok(()) => meta = Some(m),
-                        Err(MetaWriteError::NotWritten(e) | MetaWriteError::Unknown(e)) => {
-                            warn!(error = %e, "could not record the segment-id high-water mark")
-                        }
-                    }
-                    fs.remove_file(&path)
-                        .await
-                        .map_err(|e| Error::io("remove", &path, 0, e))?;
-                }
-                report.removed_files.push(file_name.clone());
-                // It never held an acknowledged record, so its name says
-                // nothing about the log: an empty log starts where the meta
-                // file (or the options) say, as the next open will.
-                if sealed.is_empty() {
-                    next_index = empty_next;
-                }
-            }
-            ActiveScan::Valid {
-                file,
-                next,
-                end_offset,
-                sparse,
-                sparse_complete,
-                finish,
-                journaled: j,
-            } => {
-                journaled = j;
-                report.active_segment = true;
-                let last_index = if next > name.first() { Some(next - 1) } else { None };
-                segments.push(Arc::new(Segment::new(
-                    name.id(),
-                    name.first(),
+/// The cut of the active segment's tail that the open makes last
+/// (`finish_active`), as its scan found it.
+struct PendingCut<Fl> {
+    file: Arc<Fl>,
+    path: PathBuf,
+    /// The end of the last committed frame: where the cut goes.
+    end: u64,
+    /// The file's length.
+    len: u64,
+    /// Everything after `end` is zero (preallocated space, not a torn tail).
+    zeros: bool,
+}
+
+impl<F: Fs> Rebuilt<F> {
+    /// The log the sealed segments make, before the active segment is
+    /// looked at: each sealed segment trusted by name (no data is read at
+    /// open; it is checked when read), the log ending after the last one,
+    /// or at `empty_next` without one.
+    fn from_sealed(dir: &Path, sealed: &[(SegmentName, String)], empty_next: u64) -> Self {
+        let segments = sealed
+            .iter()
+            .filter_map(|(n, name)| match *n {
+                SegmentName::Sealed { first, last, id } => Some((first, last, id, name)),
+                SegmentName::Active { .. } => None,
+            })
+            .map(|(first, last, id, name)| {
+                Arc::new(Segment::new(
+                    id,
+                    first,
                     SegMeta {
-                        path: path.clone(),
-                        last_index,
-                        sealed: false,
-                        end_offset,
-                        sparse,
-                        sparse_complete,
+                        path: dir.join(name),
+                        last_index: Some(last),
+                        sealed: true,
+                        end_offset: u64::MAX,
+                        sparse: Vec::new(),
+                        sparse_complete: false,
                         damage: None,
                     },
-                    Some(file.clone()),
-                )));
-                active_file = Some(file.clone());
-                to_finish = finish.map(|(len, zeros)| (file, path.clone(), end_offset, len, zeros));
-                next_index = next;
+                    None,
+                ))
+            })
+            .collect();
+        Rebuilt {
+            segments,
+            active_file: None,
+            next_index: sealed_end(sealed, empty_next),
+            empty_next,
+            to_finish: None,
+            journaled: false,
+        }
+    }
+}
+
+/// Adds the active segment, if there is one, to `log`: opened by the
+/// clean-shutdown marker or by a scan ([`open_active`]). A torn new segment
+/// is removed instead ([`remove_torn_active`]). Without an active segment,
+/// a marker that names none (id 0) still makes the open a clean reopen.
+async fn recover_active<F: Fs>(
+    o: &Opening<'_, F>,
+    settled: &Settled,
+    meta: &mut Option<Meta>,
+    log: &mut Rebuilt<F>,
+    report: &mut RecoveryReport,
+) -> Result<()> {
+    let Some((name, file_name)) = settled.active.first() else {
+        if meta.and_then(|m| m.clean).is_some_and(|c| c.active_id == 0) {
+            report.clean_reopen = true;
+        }
+        return Ok(());
+    };
+    let path = o.dir.join(file_name);
+    match open_active(o, (name, file_name), settled, *meta, &path, report).await? {
+        ActiveScan::Torn => {
+            remove_torn_active(o, &path, log, settled, meta).await?;
+            report.removed_files.push(file_name.clone());
+            // It never held an acknowledged record, so its name says
+            // nothing about the log: an empty log starts where the meta
+            // file (or the options) say, as the next open will.
+            if settled.sealed.is_empty() {
+                log.next_index = log.empty_next;
             }
         }
-    } else if meta.and_then(|m| m.clean).is_some_and(|c| c.active_id == 0) {
-        report.clean_reopen = true;
-    }
-    // An interrupted prune through the end of the log: the low-water mark
-    // is durable, every segment is below it. They are leftovers.
-    if let Some(low) = low_water.filter(|&low| next_index < low) {
-        // The journal goes first: it names the active segment, and once
-        // that is gone the journal is only a stale file for the next open.
-        if std::mem::take(&mut journaled) && !read_only {
-            journal::remove(fs, dir).await?;
+        ActiveScan::Valid {
+            file,
+            next,
+            end_offset,
+            sparse,
+            sparse_complete,
+            finish,
+            journaled,
+        } => {
+            log.journaled = journaled;
+            report.active_segment = true;
+            let last_index = if next > name.first() { Some(next - 1) } else { None };
+            log.segments.push(Arc::new(Segment::new(
+                name.id(),
+                name.first(),
+                SegMeta {
+                    path: path.clone(),
+                    last_index,
+                    sealed: false,
+                    end_offset,
+                    sparse,
+                    sparse_complete,
+                    damage: None,
+                },
+                Some(file.clone()),
+            )));
+            log.active_file = Some(file.clone());
+            log.to_finish = finish.map(|(len, zeros)| PendingCut {
+                file,
+                path: path.clone(),
+                end: end_offset,
+                len,
+                zeros,
+            });
+            log.next_index = next;
         }
-        let doomed: Vec<_> = segments.drain(..).map(|seg| seg.path()).collect();
-        remove_leftovers(fs, dir, doomed.into_iter(), &mut report).await?;
-        report.active_segment = false;
-        active_file = None;
-        to_finish = None;
-        next_index = low;
     }
+    Ok(())
+}
+
+/// Opens the active segment `name` at `path`: without reading record data
+/// when the clean-shutdown marker vouches for it ([`fast_open`]), else by a
+/// scan that cuts a torn tail ([`scan_active`]).
+async fn open_active<F: Fs>(
+    o: &Opening<'_, F>,
+    (name, file_name): (&SegmentName, &String),
+    settled: &Settled,
+    meta: Option<Meta>,
+    path: &Path,
+    report: &mut RecoveryReport,
+) -> Result<ActiveScan<F::File>> {
+    // The marker vouches for the frames, not for the header: a lying
+    // fsync can lose a new segment's header before a clean close, and
+    // appends behind a header no open can read are lost (soak seed
+    // 92013153). Without a verified header the segment is scanned.
+    let clean = meta
+        .and_then(|m| m.clean)
+        .filter(|c| c.active_id == name.id())
+        .filter(|_| settled.headers.verified.contains(file_name));
+    let scan = match clean {
+        Some(c) => fast_open(o.fs, path, name.first(), c, o.align_bytes, o.read_only).await?,
+        None => None,
+    };
+    let scan = match scan {
+        Some(s) => {
+            report.clean_reopen = true;
+            s
+        }
+        None => {
+            let promised = meta.and_then(|m| m.clean).map(|c| c.next_index);
+            let at = ScanAt {
+                id: name.id(),
+                first: name.first(),
+                log_id: settled.log_id,
+                promised,
+            };
+            scan_active(o.fs, path, at, o.mode, o.align_bytes, report).await?
+        }
+    };
+    Ok(scan)
+}
+
+/// Removes the active segment at `path` after its scan found it torn (a
+/// new segment whose header never became durable, holding no valid frame),
+/// having first recorded the segment-id high-water mark in the meta file
+/// (best effort), so that its id never comes back. `meta` becomes the
+/// recorded (or, read-only, the would-be) meta file.
+async fn remove_torn_active<F: Fs>(
+    o: &Opening<'_, F>,
+    path: &Path,
+    log: &Rebuilt<F>,
+    settled: &Settled,
+    meta: &mut Option<Meta>,
+) -> Result<()> {
+    let (next_segment_id, log_id) = (settled.next_segment_id, settled.log_id);
+    // A new segment whose header never became durable, holding no
+    // valid frame: nothing in it was ever acknowledged. Its id
+    // must not come back: record the id high-water mark first.
+    // A new meta file's mark is where the log starts now: the
+    // first sealed segment's first index, if any (an empty
+    // log's next index otherwise). `empty_next` alone could be
+    // above a sealed segment that starts below the configured
+    // first index, and the next open would start at the mark
+    // (found by the `recover` fuzz target: not idempotent).
+    let low_water = log.segments.first().map_or(log.empty_next, |s| s.first_index);
+    let m = Meta {
+        next_segment_id,
+        clean: None,
+        log_id,
+        ..meta.unwrap_or(Meta {
+            low_water,
+            next_segment_id,
+            clean: None,
+            log_id,
+        })
+    };
+    // Best effort: a full disk must not stop the open, and a
+    // reused id of a file that is gone is harmless.
+    if o.read_only {
+        *meta = Some(m);
+    } else {
+        match write_meta(o.fs, o.dir, &m).await {
+            Ok(()) => *meta = Some(m),
+            Err(MetaWriteError::NotWritten(e) | MetaWriteError::Unknown(e)) => {
+                warn!(error = %e, "could not record the segment-id high-water mark")
+            }
+        }
+        o.fs.remove_file(path)
+            .await
+            .map_err(|e| Error::io("remove", path, 0, e))?;
+    }
+    Ok(())
+}
+
+/// An interrupted prune through the end of the log: the low-water mark
+/// is durable, every segment is below it. They are leftovers: removed, and
+/// the log, now empty, ends at the mark. Nothing to do otherwise.
+async fn finish_full_prune<F: Fs>(
+    o: &Opening<'_, F>,
+    low_water: Option<u64>,
+    log: &mut Rebuilt<F>,
+    report: &mut RecoveryReport,
+) -> Result<()> {
+    let Some(low) = low_water.filter(|&low| log.next_index < low) else {
+        return Ok(());
+    };
+    // The journal goes first: it names the active segment, and once
+    // that is gone the journal is only a stale file for the next open.
+    if std::mem::take(&mut log.journaled) && !o.read_only {
+        journal::remove(o.fs, o.dir).await?;
+    }
+    let doomed: Vec<_> = log.segments.drain(..).map(|seg| seg.path()).collect();
+    remove_leftovers(o.fs, o.dir, doomed.into_iter(), report).await?;
+    report.active_segment = false;
+    log.active_file = None;
+    log.to_finish = None;
+    log.next_index = low;
+    Ok(())
+}
+
+/// The open's last steps: makes the names durable (one directory fsync),
+/// cuts the active segment's torn or zero tail ([`finish_active`]), then
+/// removes the rewrite journal, whose copy is no longer needed.
+async fn make_recovery_durable<F: Fs>(
+    o: &Opening<'_, F>,
+    log: &mut Rebuilt<F>,
+    report: &mut RecoveryReport,
+) -> Result<()> {
     // After a process crash, names (new segments, seals, removals) may exist
     // only in the page cache; they are served from now on, so make them
     // durable. One directory fsync per open; it needs no free space.
-    if !read_only {
-        fs.sync_dir(dir).await.map_err(|e| Error::io("sync_dir", dir, 0, e))?;
+    if !o.read_only {
+        o.fs.sync_dir(o.dir)
+            .await
+            .map_err(|e| Error::io("sync_dir", o.dir, 0, e))?;
     }
-    if let Some((file, path, end, len, zeros)) = to_finish {
-        finish_active(&*file, &path, (end, len, zeros), &mut report).await?;
+    if let Some(PendingCut {
+        file,
+        path,
+        end,
+        len,
+        zeros,
+    }) = log.to_finish.take()
+    {
+        finish_active(&*file, &path, (end, len, zeros), report).await?;
     }
     // The rewrite and the cut are durable: the journal's copy is not needed
     // any more, and must not outlive this open (a replay after the log moved
     // on would write old bytes over newer ones).
-    if journaled && !read_only {
-        journal::remove(fs, dir).await?;
+    if log.journaled && !o.read_only {
+        journal::remove(o.fs, o.dir).await?;
     }
-    // The first index never moves backwards: the low-water mark holds it
-    // even when every segment is gone.
-    let first_index = segments
-        .first()
-        .map_or(next_index, |s| s.first_index)
-        .max(low_water.unwrap_or(0))
-        .min(next_index);
-    if !report.lost.is_empty() {
-        meta = Some(accept_losses(fs, dir, meta, (first_index, next_segment_id, log_id), read_only).await);
-    }
-    info!(
-        dir = %dir.display(),
-        sealed = report.sealed_segments,
-        active = report.active_segment,
-        first_index,
-        next_index,
-        torn_bytes_cut = report.torn_bytes_cut,
-        stop = ?report.stop_reason,
-        "recovered"
-    );
-    Ok(Recovered {
-        segments,
-        active_file,
-        first_index,
-        next_index,
-        next_segment_id,
-        meta,
-        log_id,
-        report,
-    })
+    Ok(())
 }
 
 /// Makes a `PointInTime` open's acceptance of lost records the meta file's
@@ -534,78 +777,16 @@ async fn restore_compaction_outputs<F: Fs>(
     let log_id = headers.log_id;
     let mut restored = Vec::new();
     for tmp_name in leftovers.iter() {
-        let Some(stem) = tmp_name.strip_suffix(TMP_SUFFIX) else {
+        let Some((first, last, id, final_name)) = missing_records_output(tmp_name, sealed, active, low) else {
             continue;
         };
-        let final_name = format!("{stem}{SEGMENT_SUFFIX}");
-        let Some(SegmentName::Sealed { first, last, id }) = SegmentName::parse(&final_name) else {
+        let range = (first, last, id);
+        let Some(name) = restore_output(fs, dir, tmp_name, range, final_name, log_id, read_only).await? else {
             continue;
         };
-        if !holds_missing_records(sealed, active, first, last, low) {
-            continue;
-        }
-        if let Some(newer) = newer_overlapping(sealed, active, first, last, id) {
-            // Ids only grow, and a truncation keeps its segment's id: a
-            // segment at least as new as this output that holds some of its
-            // indices was written after the compaction (a truncation's
-            // rewrite, or appends after a prune or truncation) and holds
-            // the newer version of them. The output is stale; its "missing"
-            // indices were pruned or truncated (simulation seed 50045635).
-            warn!(output = %tmp_name, newer = %newer, "a compaction output overlaps a newer segment: stale, left as a leftover");
-            continue;
-        }
-        let tmp_path = dir.join(tmp_name);
-        let seg: Segment<F> = Segment::new(
-            id,
-            first,
-            SegMeta {
-                path: tmp_path.clone(),
-                last_index: Some(last),
-                sealed: true,
-                end_offset: u64::MAX,
-                sparse: Vec::new(),
-                sparse_complete: false,
-                damage: None,
-            },
-            None,
-        );
-        match seg.verify_whole(fs).await {
-            Ok(()) => {}
-            Err(e @ Error::Corruption { .. }) => {
-                warn!(path = %tmp_path.display(), error = %e, "a compaction output holding missing records is damaged");
-                continue;
-            }
-            Err(e) => return Err(e),
-        }
-        match evidence::read_header(fs, &tmp_path).await? {
-            Some(h) if h.log_id == 0 || h.log_id == log_id => {}
-            _ => {
-                warn!(path = %tmp_path.display(), "a compaction output of another log (or unreadable header): left as a leftover");
-                continue;
-            }
-        }
-        let final_path = dir.join(&final_name);
-        if read_only {
-            // Served from where it is; a writable open renames it.
-            info!(output = %tmp_path.display(), "a writable open would restore this compaction output");
-            headers.verified.push(tmp_name.clone());
-            sealed.push((SegmentName::Sealed { first, last, id }, tmp_name.clone()));
-            restored.push(tmp_name.clone());
-            continue;
-        }
-        fs.rename(&tmp_path, &final_path)
-            .await
-            .map_err(|e| Error::io("rename", &tmp_path, 0, e))?;
-        fs.sync_dir(dir).await.map_err(|e| Error::io("sync_dir", dir, 0, e))?;
-        warn!(
-            segment = %final_path.display(),
-            first,
-            last,
-            "restored a compaction output whose rename was lost: it held records no other segment had"
-        );
-        // Its header and every frame checked above.
-        headers.verified.push(final_name.clone());
-        sealed.push((SegmentName::Sealed { first, last, id }, final_name));
+        // Its header and every frame checked (`output_is_sound`).
+        headers.verified.push(name.clone());
+        sealed.push((SegmentName::Sealed { first, last, id }, name));
         restored.push(tmp_name.clone());
     }
     if !restored.is_empty() {
@@ -613,6 +794,113 @@ async fn restore_compaction_outputs<F: Fs>(
         sealed.sort_by(|a, b| a.1.cmp(&b.1));
     }
     Ok(())
+}
+
+/// The range (`first`, `last`, `id`) and final name of a leftover that is a
+/// compaction output under its temporary name holding records no remaining
+/// segment holds (`holds_missing_records`). `None` for any other leftover,
+/// and for an output that a segment at least as new overlaps (stale).
+fn missing_records_output(
+    tmp_name: &str,
+    sealed: &[(SegmentName, String)],
+    active: &[(SegmentName, String)],
+    low: u64,
+) -> Option<(u64, u64, u64, String)> {
+    let stem = tmp_name.strip_suffix(TMP_SUFFIX)?;
+    let final_name = format!("{stem}{SEGMENT_SUFFIX}");
+    let Some(SegmentName::Sealed { first, last, id }) = SegmentName::parse(&final_name) else {
+        return None;
+    };
+    if !holds_missing_records(sealed, active, first, last, low) {
+        return None;
+    }
+    if let Some(newer) = newer_overlapping(sealed, active, first, last, id) {
+        // Ids only grow, and a truncation keeps its segment's id: a
+        // segment at least as new as this output that holds some of its
+        // indices was written after the compaction (a truncation's
+        // rewrite, or appends after a prune or truncation) and holds
+        // the newer version of them. The output is stale; its "missing"
+        // indices were pruned or truncated (simulation seed 50045635).
+        warn!(output = %tmp_name, newer = %newer, "a compaction output overlaps a newer segment: stale, left as a leftover");
+        return None;
+    }
+    Some((first, last, id, final_name))
+}
+
+/// Restores one compaction output that holds missing records, if it is
+/// sound (`output_is_sound`): renames it to `final_name` and makes the
+/// rename durable, before any input is removed. Returns the name the output
+/// is served under (a read-only open serves it under its temporary name), or
+/// `None` when it stays a leftover. A read error fails the open.
+async fn restore_output<F: Fs>(
+    fs: &F,
+    dir: &Path,
+    tmp_name: &str,
+    (first, last, id): (u64, u64, u64),
+    final_name: String,
+    log_id: u128,
+    read_only: bool,
+) -> Result<Option<String>> {
+    let tmp_path = dir.join(tmp_name);
+    // The check opens the file through `seg`, which keeps it open until
+    // this returns (after the rename).
+    let seg: Segment<F> = Segment::new(
+        id,
+        first,
+        SegMeta {
+            path: tmp_path.clone(),
+            last_index: Some(last),
+            sealed: true,
+            end_offset: u64::MAX,
+            sparse: Vec::new(),
+            sparse_complete: false,
+            damage: None,
+        },
+        None,
+    );
+    if !output_is_sound(fs, &seg, &tmp_path, log_id).await? {
+        return Ok(None);
+    }
+    let final_path = dir.join(&final_name);
+    if read_only {
+        // Served from where it is; a writable open renames it.
+        info!(output = %tmp_path.display(), "a writable open would restore this compaction output");
+        return Ok(Some(tmp_name.to_string()));
+    }
+    fs.rename(&tmp_path, &final_path)
+        .await
+        .map_err(|e| Error::io("rename", &tmp_path, 0, e))?;
+    fs.sync_dir(dir).await.map_err(|e| Error::io("sync_dir", dir, 0, e))?;
+    warn!(
+        segment = %final_path.display(),
+        first,
+        last,
+        "restored a compaction output whose rename was lost: it held records no other segment had"
+    );
+    Ok(Some(final_name))
+}
+
+/// Whether a compaction output can be restored: every frame of its range
+/// checks (`Segment::verify_whole`, as for any sealed segment) and its
+/// header is this log's (or carries no log id). A damaged output, or one of
+/// another log, stays a leftover (a warning says why); a read error fails
+/// the open.
+async fn output_is_sound<F: Fs>(fs: &F, seg: &Segment<F>, tmp_path: &Path, log_id: u128) -> Result<bool> {
+    match seg.verify_whole(fs).await {
+        Ok(()) => {}
+        Err(e @ Error::Corruption { .. }) => {
+            warn!(path = %tmp_path.display(), error = %e, "a compaction output holding missing records is damaged");
+            return Ok(false);
+        }
+        Err(e) => return Err(e),
+    }
+    match evidence::read_header(fs, tmp_path).await? {
+        Some(h) if h.log_id == 0 || h.log_id == log_id => Ok(true),
+        _ => {
+            warn!(path = %tmp_path.display(), "a compaction output of another log (or unreadable header): left as a leftover");
+            Ok(false)
+        }
+    }
 }
 
 /// The name of a segment whose id is at least `id` and whose range meets
@@ -920,6 +1208,12 @@ fn check_promise(
 }
 
 /// Scans the active segment and cuts a torn tail.
+///
+/// The steps, each a method of [`ActiveFile`]: the header against the name
+/// (`is_torn_creation`), the frames (`read_frames`), what the damage that
+/// stopped them means (`judge_damage`), then the clean-shutdown marker's
+/// promise (`check_promise`), and last what the frames committed is made
+/// durable (`keep_committed`).
 async fn scan_active<F: Fs>(
     fs: &F,
     path: &Path,
@@ -944,175 +1238,315 @@ async fn scan_active<F: Fs>(
     report.scanned_bytes = len;
     let expected_header = header_for(log_id, id, first);
     let seed = expected_header.frame_seed();
-    let mut hbuf = vec![0u8; SEGMENT_HEADER_BYTES.min(len as usize)];
-    file.read_exact_at(&mut hbuf, 0)
-        .await
-        .map_err(|e| Error::io("read", path, 0, e))?;
-    match SegmentHeader::decode(&hbuf) {
-        Ok(h) if expected_header.same_segment(&h) => {}
-        Ok(h) => {
-            return Err(Error::corruption(
+    let active = ActiveFile {
+        file,
+        path,
+        seed,
+        len,
+        first,
+        promised,
+        mode,
+    };
+    if active.is_torn_creation(&expected_header, report).await? {
+        return Ok(ActiveScan::Torn);
+    }
+    let (scan, damage) = active.read_frames().await?;
+    let stop_offset = damage.as_ref().map_or(scan.committed_end, |d| d.0);
+    let zero_tail = active.judge_damage(damage, &scan, report).await?;
+    check_promise(path, stop_offset, scan.next, promised, mode, report)?;
+    active.keep_committed(fs, scan, zero_tail, align_bytes, report).await
+}
+
+/// The active segment as [`scan_active`] reads it: the open file, and what
+/// each step of the scan checks it against.
+struct ActiveFile<'a, Fl> {
+    file: Arc<Fl>,
+    path: &'a Path,
+    /// The seed of the segment's frames, from the header its name implies.
+    seed: FrameSeed,
+    /// The file's length when the scan began.
+    len: u64,
+    /// The segment's first index, from its name.
+    first: u64,
+    /// The clean-shutdown marker's next index: the scan must reach it.
+    promised: Option<u64>,
+    mode: RecoveryMode,
+}
+
+impl<Fl: File> ActiveFile<'_, Fl> {
+    /// Reads the header and checks it against the name. `Ok(false)`: it is
+    /// the name's, the frames follow. `Ok(true)`: a torn creation, reported
+    /// (`judge_bad_header`); the caller removes the segment. A header that
+    /// decodes but is not the name's is `Corruption`.
+    async fn is_torn_creation(&self, expected_header: &SegmentHeader, report: &mut RecoveryReport) -> Result<bool> {
+        let path = self.path;
+        let mut hbuf = vec![0u8; SEGMENT_HEADER_BYTES.min(self.len as usize)];
+        self.file
+            .read_exact_at(&mut hbuf, 0)
+            .await
+            .map_err(|e| Error::io("read", path, 0, e))?;
+        match SegmentHeader::decode(&hbuf) {
+            Ok(h) if expected_header.same_segment(&h) => Ok(false),
+            Ok(h) => Err(Error::corruption(
                 path,
                 0,
                 format!("header {h:?} does not match the name (expected {expected_header:?})"),
-            ))
-        }
-        Err(e) => {
-            // The header is written and synced before any frame, so a bad
-            // header is a torn creation unless a valid frame proves otherwise.
-            // A newer format is never "torn": refuse it rather than delete it.
-            if let HeaderError::UnsupportedVersion(v) = e {
-                return Err(Error::corruption(
-                    path,
-                    0,
-                    format!("segment of unsupported format version {v}"),
-                ));
+            )),
+            Err(e) => {
+                self.judge_bad_header(e, report).await?;
+                Ok(true)
             }
-            if mode == RecoveryMode::AbsoluteConsistency {
-                return Err(Error::corruption(
-                    path,
-                    0,
-                    format!("bad segment header ({e}) (absolute consistency: no torn segment tolerated)"),
-                ));
-            }
-            if find_valid_frame(&*file, path, seed, SEGMENT_HEADER_BYTES as u64, len, None)
-                .await?
-                .is_some()
-            {
-                return Err(Error::corruption(
-                    path,
-                    0,
-                    format!("bad segment header ({e}) before valid frames"),
-                ));
-            }
-            check_promise(path, 0, first, promised, mode, report)?;
-            warn!(path = %path.display(), error = ?e, "removing a new segment whose header is torn");
-            report.stop_reason = Some(format!("torn segment header ({e}) at offset 0"));
-            return Ok(ActiveScan::Torn);
         }
     }
 
-    let mut reader = FrameReader::new(file.clone(), seed, SEGMENT_HEADER_BYTES as u64, len);
-    let mut scan = Scan {
-        next: first,
-        committed_end: SEGMENT_HEADER_BYTES as u64,
-        batch_next: first,
-        sparse: Vec::new(),
-        batch_sparse: Vec::new(),
-        first,
-        durable_hint: 0,
-        batch_durable_hint: 0,
-    };
-    let damage = loop {
-        match reader.next_raw_header().await {
-            Ok(f) => {
-                if let Err(reason) = scan.accept(f.offset, f.header) {
-                    break Some((f.offset, reason));
-                }
-            }
-            Err(ReadStop::End { .. }) if scan.batch_next == scan.next => break None,
-            Err(ReadStop::End { offset }) => break Some((offset, "batch without its end frame".to_string())),
-            Err(ReadStop::Io { offset, error }) => return Err(Error::io("read", path, offset, error)),
-            Err(ReadStop::Bad { offset, error }) => break Some((offset, error.to_string())),
+    /// Decides what a header that does not decode means: `Ok(())` for a
+    /// torn creation (reported in `report`), else `Corruption` (a newer
+    /// format, `AbsoluteConsistency`, or valid frames after it). A promise
+    /// of the clean-shutdown marker the segment cannot keep is settled
+    /// first (`check_promise`).
+    async fn judge_bad_header(&self, e: HeaderError, report: &mut RecoveryReport) -> Result<()> {
+        let path = self.path;
+        // The header is written and synced before any frame, so a bad
+        // header is a torn creation unless a valid frame proves otherwise.
+        // A newer format is never "torn": refuse it rather than delete it.
+        if let HeaderError::UnsupportedVersion(v) = e {
+            return Err(Error::corruption(
+                path,
+                0,
+                format!("segment of unsupported format version {v}"),
+            ));
         }
-    };
-    let Scan {
-        next,
-        committed_end,
-        sparse,
-        durable_hint,
-        ..
-    } = scan;
-    let mut zero_tail = true;
-    let stop_offset = damage.as_ref().map_or(committed_end, |d| d.0);
-    if let Some((bad_offset, reason)) = damage {
-        zero_tail = scan.batch_next == next && is_zero(&*file, path, bad_offset, len).await?;
-        if !zero_tail {
-            if let Some(lost) = decide_cut(&file, path, seed, mode, bad_offset, &reason, next, len).await? {
-                evidence::settle_losses(mode, bad_offset, vec![lost], &mut report.lost)?;
-            }
-            report.stop_reason = Some(format!("{reason} at offset {bad_offset}, index {next}"));
+        if self.mode == RecoveryMode::AbsoluteConsistency {
+            return Err(Error::corruption(
+                path,
+                0,
+                format!("bad segment header ({e}) (absolute consistency: no torn segment tolerated)"),
+            ));
         }
+        if find_valid_frame(
+            &*self.file,
+            path,
+            self.seed,
+            SEGMENT_HEADER_BYTES as u64,
+            self.len,
+            None,
+        )
+        .await?
+        .is_some()
+        {
+            return Err(Error::corruption(
+                path,
+                0,
+                format!("bad segment header ({e}) before valid frames"),
+            ));
+        }
+        check_promise(path, 0, self.first, self.promised, self.mode, report)?;
+        warn!(path = %path.display(), error = ?e, "removing a new segment whose header is torn");
+        report.stop_reason = Some(format!("torn segment header ({e}) at offset 0"));
+        Ok(())
     }
-    check_promise(path, stop_offset, next, promised, mode, report)?;
-    // Records a crashed or stopped process left in the page cache are served
-    // from now on, so they must be durable before anyone reads them. An fsync
-    // alone is not enough: after a failed fsync (ext4, xfs) those pages are
-    // marked clean although they never reached the disk, and a new fsync
-    // writes nothing. So rewrite every record that was not known durable
-    // when the last frame was written, then fsync at once (a power loss
-    // while the rewritten pages are in flight may garble them, ARCHITECTURE.md
-    // G16: keep that window short).
-    // When no record of this segment is known durable, neither is its
-    // header: its creation's fsync may be the one that failed. Rewrite it too.
-    let from_index = (durable_hint > first).then_some(durable_hint);
-    let from = rewrite_start(&file, path, seed, &sparse, from_index, committed_end).await?;
-    // Both the rewrite and the cut (`finish_active`, at `committed_end`:
-    // the filesystem rewrites the atomic unit holding it) put bytes in
-    // flight that may have been durable; the journal holds a durable copy
-    // of all of them until the open is done (G16, G19: `journal`).
-    // An in-place write dirties whole atomic units: the journal starts at
-    // the alignment block holding `from` (the bytes before it in that block
-    // may be durable records), or at the one holding `committed_end` when
-    // the cut follows and that is lower.
-    let align = align_bytes.max(1);
-    let unit_start = committed_end - committed_end % align;
-    let from_block = from - from % align;
-    let journal_from = if len > committed_end {
-        from_block.min(unit_start)
-    } else {
-        from_block
-    };
-    let journaled = journal_from < committed_end && !read_only;
-    if read_only {
-        report.rewritten_bytes = committed_end - from;
-        return Ok(ActiveScan::Valid {
-            file,
+
+    /// Reads the frames after the header, each taken by [`Scan::accept`], up
+    /// to the first that is not valid and in sequence. Returns what they
+    /// committed and, unless the scan reached a clean end, where it stopped
+    /// and why. A read error fails the open (nothing is cut).
+    async fn read_frames(&self) -> Result<(Scan, Option<(u64, String)>)> {
+        let first = self.first;
+        let mut reader = FrameReader::new(self.file.clone(), self.seed, SEGMENT_HEADER_BYTES as u64, self.len);
+        let mut scan = Scan {
+            next: first,
+            committed_end: SEGMENT_HEADER_BYTES as u64,
+            batch_next: first,
+            sparse: Vec::new(),
+            batch_sparse: Vec::new(),
+            first,
+            durable_hint: 0,
+            batch_durable_hint: 0,
+        };
+        let damage = loop {
+            match reader.next_raw_header().await {
+                Ok(f) => {
+                    if let Err(reason) = scan.accept(f.offset, f.header) {
+                        break Some((f.offset, reason));
+                    }
+                }
+                Err(ReadStop::End { .. }) if scan.batch_next == scan.next => break None,
+                Err(ReadStop::End { offset }) => break Some((offset, "batch without its end frame".to_string())),
+                Err(ReadStop::Io { offset, error }) => return Err(Error::io("read", self.path, offset, error)),
+                Err(ReadStop::Bad { offset, error }) => break Some((offset, error.to_string())),
+            }
+        };
+        Ok((scan, damage))
+    }
+
+    /// Decides what the damage that stopped the scan means, if any: only
+    /// zeros after it, with no batch open, is a clean end (space
+    /// preallocated ahead of the writer, never written); otherwise
+    /// `decide_cut` tells a torn tail from mid-log corruption (a loss it
+    /// proves is settled by mode), and the stop is reported. Returns whether
+    /// the tail after the committed frames counts as zeros (true when there
+    /// was no damage).
+    async fn judge_damage(
+        &self,
+        damage: Option<(u64, String)>,
+        scan: &Scan,
+        report: &mut RecoveryReport,
+    ) -> Result<bool> {
+        let (path, next, len) = (self.path, scan.next, self.len);
+        let mut zero_tail = true;
+        if let Some((bad_offset, reason)) = damage {
+            zero_tail = scan.batch_next == next && is_zero(&*self.file, path, bad_offset, len).await?;
+            if !zero_tail {
+                if let Some(lost) =
+                    decide_cut(&self.file, path, self.seed, self.mode, bad_offset, &reason, next, len).await?
+                {
+                    evidence::settle_losses(self.mode, bad_offset, vec![lost], &mut report.lost)?;
+                }
+                report.stop_reason = Some(format!("{reason} at offset {bad_offset}, index {next}"));
+            }
+        }
+        Ok(zero_tail)
+    }
+
+    /// Keeps what the frames committed, durably: the records not known
+    /// durable are written back under the rewrite journal's protection
+    /// (`rewrite_bounds`, `write_journal`, `rewrite_tail`), a record-less
+    /// segment's torn padding is finished (`finish_padding`), then one
+    /// fsync. The cut of the tail waits for `finish_active`. A read-only
+    /// open writes nothing and reports what it would rewrite.
+    async fn keep_committed<F: Fs<File = Fl>>(
+        self,
+        fs: &F,
+        scan: Scan,
+        zero_tail: bool,
+        align_bytes: u64,
+        report: &mut RecoveryReport,
+    ) -> Result<ActiveScan<Fl>> {
+        let (path, first, len) = (self.path, self.first, self.len);
+        let read_only = report.read_only;
+        // Records a crashed or stopped process left in the page cache are served
+        // from now on, so they must be durable before anyone reads them. An fsync
+        // alone is not enough: after a failed fsync (ext4, xfs) those pages are
+        // marked clean although they never reached the disk, and a new fsync
+        // writes nothing. So rewrite every record that was not known durable
+        // when the last frame was written, then fsync at once (a power loss
+        // while the rewritten pages are in flight may garble them, ARCHITECTURE.md
+        // G16: keep that window short).
+        let align = align_bytes.max(1);
+        let (from, journal_from) = self.rewrite_bounds(&scan, align).await?;
+        let Scan {
+            next,
+            committed_end,
+            sparse,
+            ..
+        } = scan;
+        let journaled = journal_from < committed_end && !read_only;
+        if read_only {
+            report.rewritten_bytes = committed_end - from;
+            return Ok(ActiveScan::Valid {
+                file: self.file,
+                next,
+                end_offset: committed_end,
+                sparse,
+                sparse_complete: true,
+                finish: Some((len, zero_tail)),
+                journaled: false,
+            });
+        }
+        if journaled {
+            self.write_journal(fs, journal_from, committed_end).await?;
+        }
+        report.rewritten_bytes = rewrite_tail(&self.file, path, from, committed_end).await?;
+        let (committed_end, len) = if next == first && committed_end % align != 0 {
+            let end = self.finish_padding(committed_end, align).await?;
+            (end, len.max(end))
+        } else {
+            (committed_end, len)
+        };
+        self.file
+            .sync_data()
+            .await
+            .map_err(|e| Error::io("sync_data", path, 0, e))?;
+        // The cut waits for `finish_active`, the open's last fallible step.
+        Ok(ActiveScan::Valid {
+            file: self.file,
             next,
             end_offset: committed_end,
             sparse,
             sparse_complete: true,
             finish: Some((len, zero_tail)),
-            journaled: false,
-        });
+            journaled,
+        })
     }
-    if journaled {
+
+    /// Where the rewrite of what is not known durable starts (`from`, see
+    /// [`rewrite_start`]), and where the rewrite journal's copy starts
+    /// (`journal_from`): the journal covers every atomic unit the rewrite
+    /// and the cut put in flight. `align` is the atomic unit (at least 1).
+    async fn rewrite_bounds(&self, scan: &Scan, align: u64) -> Result<(u64, u64)> {
+        let (durable_hint, committed_end) = (scan.durable_hint, scan.committed_end);
+        // When no record of this segment is known durable, neither is its
+        // header: its creation's fsync may be the one that failed. Rewrite it too.
+        let from_index = (durable_hint > self.first).then_some(durable_hint);
+        let from = rewrite_start(
+            &self.file,
+            self.path,
+            self.seed,
+            &scan.sparse,
+            from_index,
+            committed_end,
+        )
+        .await?;
+        // Both the rewrite and the cut (`finish_active`, at `committed_end`:
+        // the filesystem rewrites the atomic unit holding it) put bytes in
+        // flight that may have been durable; the journal holds a durable copy
+        // of all of them until the open is done (G16, G19: `journal`).
+        // An in-place write dirties whole atomic units: the journal starts at
+        // the alignment block holding `from` (the bytes before it in that block
+        // may be durable records), or at the one holding `committed_end` when
+        // the cut follows and that is lower.
+        let unit_start = committed_end - committed_end % align;
+        let from_block = from - from % align;
+        let journal_from = if self.len > committed_end {
+            from_block.min(unit_start)
+        } else {
+            from_block
+        };
+        Ok((from, journal_from))
+    }
+
+    /// Writes the rewrite journal (`journal::write`): a durable copy of
+    /// `[from, end)` of the active segment, made before any byte of that
+    /// range is written in place.
+    async fn write_journal<F: Fs<File = Fl>>(&self, fs: &F, from: u64, end: u64) -> Result<()> {
+        let path = self.path;
         let dir = path.parent().unwrap_or(Path::new("."));
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        journal::write(fs, dir, &name, &*file, journal_from, committed_end).await?;
+        journal::write(fs, dir, &name, &*self.file, from, end).await
     }
-    report.rewritten_bytes = rewrite_tail(&file, path, from, committed_end).await?;
-    // A segment with no record whose creation's padding was torn ends right
-    // after its header, inside the header's atomic unit: the first append
-    // would write into that unit and a power loss could tear the header
-    // (soak seed 40023628). Finish the padding to the alignment, as
-    // creation writes it, while the journal holds the header.
-    let (committed_end, len) = if next == first && committed_end % align != 0 {
+
+    /// Finishes the padding of a segment with no record that ends, unaligned,
+    /// at `committed_end`; returns the new end (the next multiple of
+    /// `align`).
+    ///
+    /// A segment with no record whose creation's padding was torn ends right
+    /// after its header, inside the header's atomic unit: the first append
+    /// would write into that unit and a power loss could tear the header
+    /// (soak seed 40023628). Finish the padding to the alignment, as
+    /// creation writes it, while the journal holds the header.
+    async fn finish_padding(&self, committed_end: u64, align: u64) -> Result<u64> {
         let pad = padding_len(committed_end, align);
         let mut bytes = Vec::with_capacity(pad);
-        encode_padding(&mut bytes, seed, first, 0, pad);
-        file.write_all_at(&bytes, committed_end)
+        encode_padding(&mut bytes, self.seed, self.first, 0, pad);
+        self.file
+            .write_all_at(&bytes, committed_end)
             .await
-            .map_err(|e| Error::io("write", path, committed_end, e))?;
-        let end = committed_end + pad as u64;
-        (end, len.max(end))
-    } else {
-        (committed_end, len)
-    };
-    file.sync_data().await.map_err(|e| Error::io("sync_data", path, 0, e))?;
-    // The cut waits for `finish_active`, the open's last fallible step.
-    Ok(ActiveScan::Valid {
-        file,
-        next,
-        end_offset: committed_end,
-        sparse,
-        sparse_complete: true,
-        finish: Some((len, zero_tail)),
-        journaled,
-    })
+            .map_err(|e| Error::io("write", self.path, committed_end, e))?;
+        Ok(committed_end + pad as u64)
+    }
 }
 
 /// The last fallible step of an open that scanned the active segment: cuts
