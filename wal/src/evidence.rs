@@ -4,7 +4,7 @@
 //!
 //! Why: a name is only a claim. A renamed or copied file, or a meta file of
 //! another log, used to make recovery delete intact segments as
-//! "leftovers" and return `Ok` (FORMAT.md §3.9, the table of what each mode
+//! "leftovers" and return `Ok` (docs/RECOVERY.md §2, the table of what each mode
 //! may change). Here a header that disagrees with its name, a file of
 //! another log, or a promise the directory does not keep is a typed error
 //! raised before recovery removes, renames or cuts anything.

@@ -356,7 +356,8 @@ mod tests {
             }
         }
     }
-    /// The examples of docs/FORMAT.md §3.6, byte for byte.
+    /// The examples of docs/FORMAT.md §3.6 (the dump, and the bytes a
+    /// clean close changes), byte for byte.
     #[test]
     fn the_format_examples_are_what_encode_writes() {
         let log_id = 0x5741_4c46_555a_5a00_0000_0000_0000_0001;

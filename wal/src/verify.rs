@@ -5,8 +5,8 @@
 //! problem found is listed, with the file, the offset and the indices.
 //!
 //! Why a separate pass: reads verify a sealed segment only when they first
-//! touch it, and recovery reads only what it must to decide (FORMAT.md
-//! §3.7). An operator or a backup tool needs to know, before trusting a
+//! touch it, and recovery reads only what it must to decide (docs/RECOVERY.md
+//! §1). An operator or a backup tool needs to know, before trusting a
 //! copy, whether every byte the log claims checks.
 
 use std::fmt;
