@@ -35,6 +35,9 @@ pub trait LogApi: Send + Sync + 'static {
     fn next_index(&self) -> u64;
     /// [`Wal::stopped`].
     fn stopped(&self) -> Option<Error>;
+    /// [`Wal::interrupted`]: a cancelled operation waits for the next call
+    /// to rebuild memory from the files.
+    fn interrupted(&self) -> bool;
     /// The file names of [`Wal::segment_files`].
     fn segment_names(&self) -> Vec<String>;
     /// [`Wal::segment_files`]: name, first index, last index, sealed.
@@ -143,6 +146,9 @@ impl<F: Fs> LogApi for WalAdapter<F> {
     }
     fn stopped(&self) -> Option<Error> {
         self.wal.stopped()
+    }
+    fn interrupted(&self) -> bool {
+        self.wal.interrupted().is_some()
     }
     fn segment_names(&self) -> Vec<String> {
         self.wal.segment_files().into_iter().map(|(name, ..)| name).collect()

@@ -356,6 +356,9 @@ impl LogApi for BrokenWal {
     fn stopped(&self) -> Option<Error> {
         self.inner.stopped()
     }
+    fn interrupted(&self) -> bool {
+        self.inner.interrupted()
+    }
     fn segment_names(&self) -> Vec<String> {
         self.inner.segment_names()
     }

@@ -151,6 +151,10 @@ pub enum Mark {
     /// A cancelled append was found in the log afterwards (it had been
     /// admitted, and the WAL carried it to the file without its caller).
     CancelledAppendLanded,
+    /// The phantom-segment check found the WAL interrupted (a cancelled
+    /// operation left memory behind the files on purpose) and compared
+    /// memory with the directory after the WAL had resumed.
+    CheckedAfterResume,
 }
 
 impl Mark {

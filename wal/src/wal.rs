@@ -533,6 +533,17 @@ impl<F: Fs> Wal<F> {
         &self.inner.dir
     }
 
+    /// A test hook, not part of the API (no stability promise): the
+    /// operation whose future was dropped mid-way, while the WAL waits for
+    /// the next call to rebuild memory from the files (see the cancellation
+    /// notes on [`Wal`]). Meanwhile memory (the segment list, the indices)
+    /// may lag the files on purpose: checks that compare them must let the
+    /// WAL resume first.
+    #[doc(hidden)]
+    pub fn interrupted(&self) -> Option<&'static str> {
+        self.inner.state().interrupted
+    }
+
     /// A test hook, not part of the API (no stability promise; use
     /// [`Wal::segments`]): the segment list in memory, with no I/O, as
     /// `(file name, first index, last index (None if empty), sealed)`, in
