@@ -472,15 +472,7 @@ impl<F: Fs> Inner<F> {
         let merged = Arc::new(Segment::new(
             id,
             run.first_index,
-            SegMeta {
-                path: out_path.clone(),
-                last_index: Some(run.last_index),
-                sealed: true,
-                end_offset: u64::MAX,
-                sparse: Vec::new(),
-                sparse_complete: false,
-                damage: None,
-            },
+            SegMeta::sealed_unscanned(out_path.clone(), run.last_index),
             None,
         ));
         {

@@ -392,15 +392,7 @@ impl<F: Fs> Rebuilt<F> {
                 Arc::new(Segment::new(
                     id,
                     first,
-                    SegMeta {
-                        path: dir.join(name),
-                        last_index: Some(last),
-                        sealed: true,
-                        end_offset: u64::MAX,
-                        sparse: Vec::new(),
-                        sparse_complete: false,
-                        damage: None,
-                    },
+                    SegMeta::sealed_unscanned(dir.join(name), last),
                     None,
                 ))
             })
@@ -844,20 +836,7 @@ async fn restore_output<F: Fs>(
     let tmp_path = dir.join(tmp_name);
     // The check opens the file through `seg`, which keeps it open until
     // this returns (after the rename).
-    let seg: Segment<F> = Segment::new(
-        id,
-        first,
-        SegMeta {
-            path: tmp_path.clone(),
-            last_index: Some(last),
-            sealed: true,
-            end_offset: u64::MAX,
-            sparse: Vec::new(),
-            sparse_complete: false,
-            damage: None,
-        },
-        None,
-    );
+    let seg: Segment<F> = Segment::new(id, first, SegMeta::sealed_unscanned(tmp_path.clone(), last), None);
     if !output_is_sound(fs, &seg, &tmp_path, log_id).await? {
         return Ok(None);
     }
@@ -1044,20 +1023,7 @@ async fn verify_justifiers<F: Fs>(fs: &F, dir: &Path, headers: &Headers, justifi
         let Some(SegmentName::Sealed { first, last, id }) = SegmentName::parse(&j.justifier) else {
             continue;
         };
-        let seg: Segment<F> = Segment::new(
-            id,
-            first,
-            SegMeta {
-                path: dir.join(&j.justifier),
-                last_index: Some(last),
-                sealed: true,
-                end_offset: u64::MAX,
-                sparse: Vec::new(),
-                sparse_complete: false,
-                damage: None,
-            },
-            None,
-        );
+        let seg: Segment<F> = Segment::new(id, first, SegMeta::sealed_unscanned(dir.join(&j.justifier), last), None);
         seg.verify_whole(fs).await?;
         read_through.push(&j.justifier);
     }

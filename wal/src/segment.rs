@@ -158,6 +158,24 @@ pub(crate) struct SegMeta {
     pub damage: Option<(u64, Error)>,
 }
 
+impl SegMeta {
+    /// A sealed segment known by its name only (found on disk, or a
+    /// compaction output just written): holding records up to `last`, not
+    /// scanned yet, so its end, sparse index and verdict are unknown until
+    /// the first read scans it (`Segment::build_sparse`).
+    pub(crate) fn sealed_unscanned(path: PathBuf, last: u64) -> SegMeta {
+        SegMeta {
+            path,
+            last_index: Some(last),
+            sealed: true,
+            end_offset: u64::MAX,
+            sparse: Vec::new(),
+            sparse_complete: false,
+            damage: None,
+        }
+    }
+}
+
 /// One segment file.
 pub(crate) struct Segment<F: Fs> {
     pub id: u64,
