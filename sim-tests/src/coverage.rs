@@ -87,8 +87,10 @@ pub enum Mark {
     TruncateDone,
     /// A truncation cut inside an atomic batch (its kept part became a batch).
     TruncateInBatch,
-    /// A truncation with an argument outside `[first, next]` was refused.
+    /// A truncation with an argument below the first index was refused.
     TruncateRefused,
+    /// A truncation past the next index returned `Ok` and removed nothing.
+    TruncatePastEnd,
     /// `compact` merged at least one run of segments.
     CompactionMerged,
     /// A prune returned keeping a sealed segment through its target that a
@@ -159,7 +161,7 @@ pub enum Mark {
 
 impl Mark {
     /// The marks every default sweep must reach.
-    pub const REQUIRED: [Mark; 38] = [
+    pub const REQUIRED: [Mark; 39] = [
         Mark::PruneDone,
         Mark::PruneHeldByLease,
         Mark::LeaseRevoked,
@@ -168,6 +170,7 @@ impl Mark {
         Mark::TruncateDone,
         Mark::TruncateInBatch,
         Mark::TruncateRefused,
+        Mark::TruncatePastEnd,
         Mark::CompactionMerged,
         Mark::CleanReopen,
         Mark::CrashDuringPrune,

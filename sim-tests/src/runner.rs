@@ -1637,7 +1637,7 @@ impl Sim {
                     let (mf, mn) = ctx.oracle().model_range();
                     let mut rng = op_rng;
                     let (after, arg) = match rng.random_range(0..20) {
-                        // Invalid: past the end, or below the first index.
+                        // Past the end (a no-op), or below the first index (refused).
                         0..=1 => (false, mn.saturating_add(rng.random_range(1..=5))),
                         2 if mf > 0 => (false, mf - 1),
                         3 => (true, mn),

@@ -26,6 +26,7 @@ use crate::codec::{encode_padding, frame_len, padding_len};
 use crate::error::{Error, Result};
 use crate::inner::{Critical, Inner};
 use crate::options::SyncPolicy;
+use crate::seals::{SealCause, SealEvent};
 use crate::segment::{header_for, thin_sparse, SegMeta, Segment, SegmentName, SPARSE_ENTRIES_MAX};
 use crate::sync::Arc;
 use crate::writer::{complete, Active, ActiveTail, Request, Writer};
@@ -683,6 +684,12 @@ impl<F: Fs> Writer<F> {
         self.active = None;
         inner.state().stats.rotations += 1;
         info!(segment = %to.display(), first = seg.first_index, last, "sealed segment");
+        inner.seals.publish(SealEvent {
+            segment_id: seg.id,
+            first_index: seg.first_index,
+            last_index: last,
+            cause: SealCause::Rotation,
+        });
         Ok(())
     }
 

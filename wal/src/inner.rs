@@ -19,6 +19,7 @@ use crate::leases::Leases;
 use crate::meta::{Meta, MetaFile, MetaWriteError};
 use crate::options::{Options, SyncPolicy};
 use crate::recovery::{Recovered, RecoveryReport};
+use crate::seals::SealHub;
 use crate::segment::Segment;
 use crate::sync::{Arc, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering};
 use crate::writer::{Request, Writer};
@@ -79,6 +80,9 @@ pub struct Stats {
     /// that changes them was cancelled mid-way (its future dropped): see
     /// the cancellation notes on [`crate::Wal`].
     pub resumes: u64,
+    /// `wait_durable` calls that found their record made durable by someone
+    /// else while they waited for the writer (no fsync of their own).
+    pub durable_waits_joined: u64,
 }
 
 impl Stats {
@@ -235,6 +239,8 @@ pub(crate) struct Inner<F: Fs> {
     /// Tasks waiting for the writer mutex to read, sync or rotate (see
     /// `WantWriter`): the lean append path stands back while any waits.
     pub writer_wanted: AtomicUsize,
+    /// Seal-event subscribers (`Wal::seal_events`).
+    pub seals: SealHub,
     /// Live `Wal` handles (clones). When the last one goes, the WAL closes
     /// without the clean-shutdown steps (`Wal`'s `Drop`): iterators then
     /// fail with `Closed` and the directory lock is released at once, not
@@ -247,6 +253,12 @@ impl<F: Fs> Inner<F> {
     /// may have left it half-changed: the WAL stops (fail-stop), and every
     /// later call gets `Stopped` with an `Internal` cause.
     pub(crate) fn state(&self) -> MutexGuard<'_, State<F>> {
+        // The lock is not reentrant: a call back into the WAL from an
+        // `append_with` function would deadlock here.
+        assert!(
+            !MAKING_RECORDS.with(|m| m.get()),
+            "an append_with function called the Wal it appends to (it runs under the admission lock)"
+        );
         self.state.lock().unwrap_or_else(|poisoned| {
             let mut st = poisoned.into_inner();
             if st.stopped.is_none() {
@@ -295,17 +307,19 @@ impl<F: Fs> Inner<F> {
         self.reader_epoch.load(Ordering::Acquire)
     }
 
-    /// Makes every iterator re-check the state before serving another
-    /// record. Call it AFTER the state change is visible in `State`.
     /// Marks the log closed (every later call returns `Closed`), ends what
-    /// iterators buffered and releases the directory lock: the last step of
-    /// `close` and of dropping the last `Wal` handle.
+    /// iterators buffered, ends the seal subscriptions and releases the
+    /// directory lock: the last step of `close` and of dropping the last
+    /// `Wal` handle.
     pub(crate) fn release(&self) {
         self.state().closed = true;
         self.invalidate_readers();
+        self.seals.close();
         self.lock.lock().unwrap_or_else(|e| e.into_inner()).take();
     }
 
+    /// Makes every iterator re-check the state before serving another
+    /// record. Call it AFTER the state change is visible in `State`.
     pub(crate) fn invalidate_readers(&self) {
         self.reader_epoch.fetch_add(1, Ordering::AcqRel);
     }
@@ -498,6 +512,32 @@ impl<'a, F: Fs> PauseAdmission<'a, F> {
     }
 }
 
+/// What an appender brings to admission: its records, or a function that
+/// makes them from the first index they get (`Wal::append_with`).
+pub(crate) enum Pending<'a> {
+    /// Records made before admission.
+    Ready(Vec<Vec<u8>>),
+    /// Called once, at admission, with the first index.
+    Make(Box<dyn FnOnce(u64) -> Vec<Vec<u8>> + Send + 'a>),
+}
+
+std::thread_local! {
+    /// Set while an `append_with` function runs under the state lock.
+    static MAKING_RECORDS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Calls `make(first)` with the state lock held (the caller's), catching a
+/// panic so the lock is released unpoisoned before it continues.
+fn make_records(
+    make: Box<dyn FnOnce(u64) -> Vec<Vec<u8>> + Send + '_>,
+    first: u64,
+) -> std::thread::Result<Vec<Vec<u8>>> {
+    MAKING_RECORDS.with(|m| m.set(true));
+    let made = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| make(first)));
+    MAKING_RECORDS.with(|m| m.set(false));
+    made
+}
+
 impl<F: Fs> Drop for PauseAdmission<'_, F> {
     fn drop(&mut self) {
         // The flag goes first; the gate opens when `_gate` drops after this.
@@ -508,20 +548,48 @@ impl<F: Fs> Drop for PauseAdmission<'_, F> {
 impl<F: Fs> Inner<F> {
     /// Admission: checks, assigns indices and enqueues in ONE critical
     /// section of the state lock, so index order equals queue order equals
-    /// disk order, whatever the executor. `Err(records)` if the queue is full.
+    /// disk order, whatever the executor. `Err(pending)` (given back
+    /// unchanged, a `Make` not called) if admission must wait: the queue is
+    /// full, a prune or truncation paused it, or the WAL was interrupted.
+    /// `bytes` is the payload of `Ready` records (ignored for `Make`).
     #[allow(clippy::type_complexity)]
-    pub(crate) fn admit(
+    pub(crate) fn admit<'a>(
         &self,
-        records: Vec<Vec<u8>>,
+        pending: Pending<'a>,
         batch: bool,
         bytes: usize,
         at: Option<u64>,
-    ) -> Result<std::result::Result<oneshot::Receiver<Result<u64>>, Vec<Vec<u8>>>> {
+    ) -> Result<std::result::Result<oneshot::Receiver<Result<u64>>, Pending<'a>>> {
         let mut st = self.state();
-        let n = records.len() as u64;
-        let Some(expected) = st.admissible(n, bytes, at, &self.opts)? else {
-            return Ok(Err(records));
+        let (n, bytes) = match &pending {
+            Pending::Ready(records) => (records.len() as u64, bytes),
+            // Sizes unknown until made: the queue bound may be passed by
+            // this one request (at most `max_write_bytes`).
+            Pending::Make(_) => (0, 0),
         };
+        let Some(expected) = st.admissible(n, bytes, at, &self.opts)? else {
+            return Ok(Err(pending));
+        };
+        let (records, bytes) = match pending {
+            Pending::Ready(records) => (records, bytes),
+            Pending::Make(make) => {
+                let records = match make_records(make, expected) {
+                    Ok(records) => records,
+                    Err(panic) => {
+                        // Nothing was admitted: unlock (no poisoning), then
+                        // let the caller's panic continue.
+                        drop(st);
+                        std::panic::resume_unwind(panic);
+                    }
+                };
+                let bytes = self.opts.check_records(&records)?;
+                // The index-space check `admissible` made for no records.
+                st.admissible(records.len() as u64, 0, at, &self.opts)?
+                    .ok_or_else(|| Error::Internal("admission changed while the state lock was held".into()))?;
+                (records, bytes)
+            }
+        };
+        let n = records.len() as u64;
         let first = st.take_admitted(n)?;
         debug_assert_eq!(first, expected);
         #[cfg(feature = "shuttle")]

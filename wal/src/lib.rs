@@ -44,8 +44,10 @@ mod leases;
 mod lifecycle;
 mod meta;
 mod options;
+mod range;
 mod recovery;
 mod resume;
+mod seals;
 mod segment;
 mod sync;
 #[cfg(any(feature = "shuttle", feature = "planted-bugs"))]
@@ -63,6 +65,7 @@ pub use evidence::LostRecords;
 pub use iter::WalIter;
 pub use options::{Options, RecoveryMode, Sleeper, SyncPolicy};
 pub use recovery::RecoveryReport;
+pub use seals::{SealCause, SealEvent, SealEvents, SealNotice, SEAL_EVENTS_QUEUED_MAX, SEAL_SUBSCRIBERS_MAX};
 pub use simfs::OsFs;
 pub use verify::{verify_dir, Notice, NoticeKind, Problem, ProblemKind, VerifyReport};
 pub use wal::{Stats, Wal};

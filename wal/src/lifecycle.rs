@@ -19,6 +19,7 @@ use crate::compaction::{CompactionRun, SegmentInfo};
 use crate::error::{Error, Result};
 use crate::inner::Inner;
 use crate::meta::CleanMarker;
+use crate::seals::{SealCause, SealEvent};
 use crate::segment::{
     header_for, thin_sparse, FrameReader, ReadFrame, SegMeta, Segment, SegmentName, SPARSE_ENTRIES_MAX, TMP_SUFFIX,
 };
@@ -295,6 +296,12 @@ impl<F: Fs> Inner<F> {
             thin_sparse(&mut m.sparse, SPARSE_ENTRIES_MAX);
         }
         info!(segment = %seg.path().display(), last = from - 1, "truncated (sealed by name)");
+        self.seals.publish(SealEvent {
+            segment_id: seg.id,
+            first_index: seg.first_index,
+            last_index: from - 1,
+            cause: SealCause::Truncation,
+        });
         Ok(())
     }
 

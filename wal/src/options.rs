@@ -284,6 +284,35 @@ impl Default for Options {
 }
 
 impl Options {
+    /// The argument checks of an append (before admission, so a refused
+    /// call changes nothing): not empty, no record over `max_record_bytes`,
+    /// the batch within `max_batch_records` and `max_write_bytes`. Returns
+    /// the payload bytes.
+    pub(crate) fn check_records(&self, records: &[Vec<u8>]) -> Result<usize> {
+        if records.is_empty() {
+            return Err(Error::EmptyBatch);
+        }
+        let mut bytes = 0usize;
+        for r in records {
+            if r.len() > self.max_record_bytes {
+                return Err(Error::RecordTooLarge {
+                    len: r.len(),
+                    max: self.max_record_bytes,
+                });
+            }
+            bytes += r.len();
+        }
+        if records.len() > self.max_batch_records || bytes > self.max_write_bytes {
+            return Err(Error::BatchTooLarge {
+                records: records.len(),
+                bytes,
+                max_records: self.max_batch_records,
+                max_bytes: self.max_write_bytes,
+            });
+        }
+        Ok(bytes)
+    }
+
     #[must_use]
     /// Sets [`Options::segment_size_bytes`].
     pub fn segment_size_bytes(mut self, segment_size_bytes: u64) -> Self {

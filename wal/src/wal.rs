@@ -12,12 +12,13 @@ use crate::compaction::{CompactionOptions, CompactionPlan, SegmentInfo};
 use crate::error::{Error, Result};
 use crate::frontier::Frontier;
 pub use crate::inner::Stats;
-use crate::inner::{meta_of, Critical, Inner, PauseAdmission, State, WantWriter};
+use crate::inner::{meta_of, Critical, Inner, PauseAdmission, Pending, State, WantWriter};
 use crate::iter::WalIter;
 use crate::leases::Leases;
 use crate::meta::{self, MetaFile};
 use crate::options::{Options, SyncPolicy};
 use crate::recovery::{recover, RecoveryReport};
+use crate::seals::{SealEvents, SealHub, SEAL_SUBSCRIBERS_MAX};
 use crate::segment::Segment;
 use crate::sync::{Arc, AtomicU64, AtomicUsize, Mutex, Ordering};
 use crate::writer::Writer;
@@ -222,6 +223,7 @@ impl<F: Fs> Wal<F> {
                 admission_gate: futures::lock::Mutex::new(()),
                 reader_epoch: AtomicU64::new(0),
                 writer_wanted: AtomicUsize::new(0),
+                seals: SealHub::default(),
                 handles: AtomicUsize::new(1),
             }),
         })
@@ -285,6 +287,68 @@ impl<F: Fs> Wal<F> {
         self.submit(records, true, Some(index)).await
     }
 
+    /// Appends the record `make(index)` at the next index and returns that
+    /// index: for records that carry their own sequence number (a database's
+    /// WAL entry, seed 001), which must be known before the record is made.
+    /// `make` is called exactly once, when the index is assigned, inside the
+    /// admission critical section, so concurrent appenders can never see
+    /// the same index or write out of order.
+    ///
+    /// `make` runs while the log holds its admission lock: keep it short
+    /// (encode a record) and do not call this `Wal` from it (that panics
+    /// instead of deadlocking). If it panics, nothing is admitted and the
+    /// panic continues in the caller. If `make` was called but its record is
+    /// refused (`RecordTooLarge`), nothing is admitted either. Durability and
+    /// the answer are as [`Wal::append`]'s. It always takes the group-commit
+    /// path (never the write buffer's lean path).
+    ///
+    /// Cancelling: as [`Wal::append`]. If `make` was not called yet, the
+    /// record never appears; once it was, the record is in the log at the
+    /// index it was given.
+    ///
+    /// ```
+    /// use std::path::Path;
+    /// futures::executor::block_on(async {
+    ///     let wal = wal::Wal::open(simfs::SimFs::new(2), Path::new("/log"), wal::Options::default()).await?;
+    ///     let i = wal.append_with(|index| format!("entry {index}").into_bytes()).await?;
+    ///     assert_eq!(wal.read(i).await?, format!("entry {i}").into_bytes());
+    ///     wal.close().await
+    /// })
+    /// .unwrap();
+    /// ```
+    pub async fn append_with<M>(&self, make: M) -> Result<u64>
+    where
+        M: FnOnce(u64) -> Vec<u8> + Send,
+    {
+        self.submit_pending(Pending::Make(Box::new(move |index| vec![make(index)])), false, None)
+            .await
+    }
+
+    /// [`Wal::append_with`] for an atomic batch: `make(first)` returns the
+    /// records for `first, first + 1, ...`, appended as [`Wal::append_batch`]
+    /// does (all or none after a crash). An empty or oversized batch is
+    /// refused (`EmptyBatch`, `RecordTooLarge`, `BatchTooLarge`) with
+    /// nothing admitted.
+    ///
+    /// Cancelling: as [`Wal::append_with`], for the whole batch.
+    ///
+    /// ```
+    /// use std::path::Path;
+    /// futures::executor::block_on(async {
+    ///     let wal = wal::Wal::open(simfs::SimFs::new(3), Path::new("/log"), wal::Options::default()).await?;
+    ///     let first = wal.append_batch_with(|first| (first..first + 3).map(|i| i.to_le_bytes().to_vec()).collect()).await?;
+    ///     assert_eq!(wal.read(first + 2).await?, (first + 2).to_le_bytes().to_vec());
+    ///     wal.close().await
+    /// })
+    /// .unwrap();
+    /// ```
+    pub async fn append_batch_with<M>(&self, make: M) -> Result<u64>
+    where
+        M: FnOnce(u64) -> Vec<Vec<u8>> + Send,
+    {
+        self.submit_pending(Pending::Make(Box::new(make)), true, None).await
+    }
+
     /// The lean append path of the write buffer: when nobody holds the
     /// writer mutex, the appender takes it and admits, encodes into the
     /// buffer and publishes in one critical section of the state lock (no
@@ -300,7 +364,7 @@ impl<F: Fs> Wal<F> {
         }
         // Argument errors are reported by the group path, after its check
         // that the WAL is usable.
-        let bytes = check_records(&inner.opts, records).ok()?;
+        let bytes = inner.opts.check_records(records).ok()?;
         if inner.writer_wanted.load(Ordering::Acquire) > 0 {
             return None;
         }
@@ -309,18 +373,28 @@ impl<F: Fs> Wal<F> {
     }
 
     async fn submit(&self, records: Vec<Vec<u8>>, batch: bool, at: Option<u64>) -> Result<u64> {
+        self.submit_pending(Pending::Ready(records), batch, at).await
+    }
+
+    /// The group path of every append: admission (waiting while it must),
+    /// then the answer of the group commit that writes the records.
+    async fn submit_pending(&self, pending: Pending<'_>, batch: bool, at: Option<u64>) -> Result<u64> {
         let inner = &self.inner;
         let _live = LiveAppender::enter(inner);
         // A stopped WAL answers `Stopped` to everything, bad arguments included.
         inner.state().check_usable()?;
         inner.check_writable("append")?;
-        let bytes = check_records(&inner.opts, &records)?;
-        let mut records = records;
+        let bytes = match &pending {
+            Pending::Ready(records) => inner.opts.check_records(records)?,
+            // Checked at admission, once made.
+            Pending::Make(_) => 0,
+        };
+        let mut pending = pending;
         let mut done = loop {
-            match inner.admit(records, batch, bytes, at)? {
+            match inner.admit(pending, batch, bytes, at)? {
                 Ok(rx) => break rx,
                 Err(back) => {
-                    records = back;
+                    pending = back;
                     if inner.is_interrupted() {
                         inner.resume_interrupted().await?;
                         continue;
@@ -383,7 +457,79 @@ impl<F: Fs> Wal<F> {
     /// `sync` again for the guarantee.
     pub async fn sync(&self) -> Result<()> {
         self.inner.check_writable("sync")?;
-        let mut w = self.writer_resumed().await?;
+        let w = self.writer_resumed().await?;
+        self.sync_locked(w).await
+    }
+
+    /// Waits until the record at `index`, and so every record before it, is
+    /// durable: the durability notification for appends that returned
+    /// before their fsync (under [`SyncPolicy::Manual`], or with
+    /// [`Options::write_buffer_bytes`]). Returns at once if it already is;
+    /// if a group commit or another `sync`/`wait_durable` makes it durable
+    /// while this call waits for the writer, it returns without an fsync of
+    /// its own; otherwise it syncs ([`Wal::sync`]). So any number of tasks
+    /// can wait, each for its own index, with no thread per waiter and at
+    /// most one fsync per group of waiters. Durability is a prefix: when the
+    /// call for `i` returns, every call for `j < i` may return too.
+    ///
+    /// `OutOfRange` if `index` was never admitted (at or past
+    /// [`Wal::next_index`] and not in flight). A record below the first
+    /// index (pruned) counts as durable.
+    ///
+    /// Cancelling: as [`Wal::sync`]; the dropped call promises nothing.
+    ///
+    /// ```
+    /// use std::path::Path;
+    /// futures::executor::block_on(async {
+    ///     let opts = wal::Options::default().sync_policy(wal::SyncPolicy::Manual);
+    ///     let wal = wal::Wal::open(simfs::SimFs::new(5), Path::new("/log"), opts).await?;
+    ///     let i = wal.append(b"readable now".to_vec()).await?;
+    ///     assert!(wal.durable_next() <= i); // not durable yet
+    ///     wal.wait_durable(i).await?;
+    ///     assert!(wal.durable_next() > i);
+    ///     wal.close().await
+    /// })
+    /// .unwrap();
+    /// ```
+    pub async fn wait_durable(&self, index: u64) -> Result<()> {
+        if self.durable_covers(index)? {
+            return Ok(());
+        }
+        self.inner.check_writable("wait_durable")?;
+        let w = self.writer_resumed().await?;
+        // Whoever held the writer before us may have made it durable.
+        if self.durable_covers(index)? {
+            self.inner.state().stats.durable_waits_joined += 1;
+            return Ok(());
+        }
+        self.sync_locked(w).await?;
+        if self.durable_covers(index)? {
+            Ok(())
+        } else {
+            // Admitted but neither written nor failed after a full sync:
+            // the group-commit promise is broken.
+            Err(Error::Internal(format!(
+                "wait_durable({index}): not durable after a sync"
+            )))
+        }
+    }
+
+    /// Whether `index` is durable; `OutOfRange` if it was never admitted.
+    fn durable_covers(&self, index: u64) -> Result<bool> {
+        let st = self.inner.state();
+        st.check_usable()?;
+        if index >= st.frontier.admitted() {
+            return Err(Error::OutOfRange {
+                index,
+                first: st.frontier.first(),
+                next: st.frontier.admitted(),
+            });
+        }
+        Ok(index < st.frontier.durable())
+    }
+
+    /// `sync` with the writer `w` taken.
+    async fn sync_locked(&self, mut w: futures::lock::MutexGuard<'_, Writer<F>>) -> Result<()> {
         // Appends admitted before this call whose callers went away wait in
         // the queue for a leader: lead their groups (bounded: only requests
         // admitted before now; a failed group empties the queue).
@@ -494,6 +640,23 @@ impl<F: Fs> Wal<F> {
         drop(leases);
         drop(st);
         Ok(WalIter::new(self.inner.clone(), index, lease))
+    }
+
+    /// A subscription to seal events: from now on, each segment this log
+    /// seals (by rotation, or by a truncation that cuts the active segment)
+    /// is reported in seal order with its index range. For a store that
+    /// flushes its memtable when the WAL rotates (see
+    /// `examples/memtable.rs`). Segments sealed by recovery at open or
+    /// written by compaction are not reported (they were sealed before).
+    ///
+    /// `InvalidArgument` with [`crate::SEAL_SUBSCRIBERS_MAX`] subscriptions
+    /// alive; each queues at most [`crate::SEAL_EVENTS_QUEUED_MAX`] events
+    /// (then the oldest go and it gets [`crate::SealNotice::Missed`]).
+    pub fn seal_events(&self) -> Result<SealEvents> {
+        self.inner.state().check_usable()?;
+        self.inner.seals.subscribe().ok_or_else(|| {
+            Error::InvalidArgument(format!("seal_events: {SEAL_SUBSCRIBERS_MAX} subscriptions are alive"))
+        })
     }
 
     /// The first index in the log.
@@ -817,9 +980,10 @@ impl<F: Fs> Wal<F> {
     }
 
     /// Removes every record above `k`, durably: once this returns `Ok`, they
-    /// never reappear. Appends continue at `k + 1`. `k` must be in
-    /// `[first - 1, last]` (`OutOfRange` otherwise); [`Wal::truncate_from`]
-    /// expresses "remove everything" when the first index is 0.
+    /// never reappear. Appends continue at `k + 1` (or at the next index if
+    /// `k` is at or past the last record: then nothing changes). `k` below
+    /// `first - 1` is `OutOfRange`; [`Wal::truncate_from`] expresses "remove
+    /// everything" when the first index is 0.
     ///
     /// Cancelling: as [`Wal::truncate_from`] with `from = k + 1`.
     pub async fn truncate_after(&self, k: u64) -> Result<()> {
@@ -830,8 +994,9 @@ impl<F: Fs> Wal<F> {
     }
 
     /// Removes every record at or above `from` (Raft's "conflict at entry
-    /// `from`"; `from == first_index()` empties the log). `from` must be in
-    /// `[first, next]`. Segments above the cut go newest first, each removal
+    /// `from`"; `from == first_index()` empties the log). `from` below the
+    /// first index is `OutOfRange`; at or past the next index it is a no-op
+    /// (`Ok`, nothing removed). Segments above the cut go newest first, each removal
     /// durable, then the segment holding `from - 1` is cut and fsynced: at
     /// every crash point what remains is a contiguous prefix.
     ///
@@ -855,7 +1020,7 @@ impl<F: Fs> Wal<F> {
         {
             let mut st = inner.state();
             st.check_usable()?;
-            if from < st.frontier.first() || from > st.frontier.readable() {
+            if from < st.frontier.first() {
                 return Err(Error::OutOfRange {
                     index: from,
                     first: st.frontier.first(),
@@ -864,7 +1029,8 @@ impl<F: Fs> Wal<F> {
             }
             // A truncation fixes where the log continues: no snapshot jump.
             st.reseatable = false;
-            if from == st.frontier.readable() {
+            if from >= st.frontier.readable() {
+                // Nothing at or above `from`: Raft's "truncate past my end".
                 return Ok(());
             }
         }
@@ -1041,32 +1207,6 @@ fn yield_now() -> impl std::future::Future<Output = ()> {
             std::task::Poll::Pending
         }
     })
-}
-
-/// Checks record sizes and batch limits before anything is admitted.
-fn check_records(opts: &Options, records: &[Vec<u8>]) -> Result<usize> {
-    if records.is_empty() {
-        return Err(Error::EmptyBatch);
-    }
-    let mut bytes = 0usize;
-    for r in records {
-        if r.len() > opts.max_record_bytes {
-            return Err(Error::RecordTooLarge {
-                len: r.len(),
-                max: opts.max_record_bytes,
-            });
-        }
-        bytes += r.len();
-    }
-    if records.len() > opts.max_batch_records || bytes > opts.max_write_bytes {
-        return Err(Error::BatchTooLarge {
-            records: records.len(),
-            bytes,
-            max_records: opts.max_batch_records,
-            max_bytes: opts.max_write_bytes,
-        });
-    }
-    Ok(bytes)
 }
 
 /// The error for a directory lock that could not be taken.
