@@ -19,8 +19,19 @@ pub trait LogApi: Send + Sync + 'static {
     fn append_batch(&self, records: Vec<Vec<u8>>) -> BoxFuture<'_, Result<u64>>;
     /// [`Wal::append_batch_at`].
     fn append_batch_at(&self, index: u64, records: Vec<Vec<u8>>) -> BoxFuture<'_, Result<u64>>;
+    /// [`Wal::append_with`] (`batch` false: one record) or
+    /// [`Wal::append_batch_with`]: the maker returns `records` and stores
+    /// the index it was given in `given`.
+    fn append_with(&self, records: Vec<Vec<u8>>, batch: bool, given: Given) -> BoxFuture<'_, Result<u64>>;
     /// [`Wal::read`].
     fn read(&self, index: u64) -> BoxFuture<'_, Result<Vec<u8>>>;
+    /// [`Wal::read_range`] of `start..end`.
+    fn read_range(&self, start: u64, end: u64, max_bytes: usize) -> BoxFuture<'_, Result<Vec<Indexed>>>;
+    /// [`Wal::wait_durable`].
+    fn wait_durable(&self, index: u64) -> BoxFuture<'_, Result<()>>;
+    /// The seal notices of this open since the last call (the adapter
+    /// subscribes at open, [`Wal::seal_events`]).
+    fn seal_notices(&self) -> Vec<wal::SealNotice>;
     /// [`Wal::iter_from`].
     fn iter_from(&self, index: u64) -> Result<Box<dyn LogIter>>;
     /// [`Wal::rotate`].
@@ -58,6 +69,13 @@ pub trait LogApi: Send + Sync + 'static {
     fn stats(&self) -> BoxFuture<'_, wal::Stats>;
 }
 
+/// A record with its index, as `read_range` returns them.
+pub type Indexed = (u64, Vec<u8>);
+
+/// Where an `append_with` maker stores the index it was given (`None`: not
+/// called).
+pub type Given = Arc<std::sync::Mutex<Option<u64>>>;
+
 /// One step of an iterator: `(index, payload)`, an error, or `None` when caught up.
 pub type IterStep = Option<Result<(u64, Vec<u8>)>>;
 
@@ -73,13 +91,15 @@ pub type Opener = Arc<dyn Fn(SimFs, PathBuf, Options) -> BoxFuture<'static, Resu
 /// The real WAL behind [`LogApi`].
 pub struct WalAdapter<F: Fs> {
     wal: Wal<F>,
+    seals: std::sync::Mutex<wal::SealEvents>,
 }
 
 impl<F: Fs> WalAdapter<F> {
     /// Opens the real WAL on `fs`.
     pub async fn open(fs: F, dir: &Path, opts: Options) -> Result<Arc<dyn LogApi>> {
         let wal = Wal::open(fs, dir, opts).await?;
-        Ok(Arc::new(WalAdapter { wal }))
+        let seals = std::sync::Mutex::new(wal.seal_events()?);
+        Ok(Arc::new(WalAdapter { wal, seals }))
     }
 }
 
@@ -118,8 +138,32 @@ impl<F: Fs> LogApi for WalAdapter<F> {
     fn append_batch_at(&self, index: u64, records: Vec<Vec<u8>>) -> BoxFuture<'_, Result<u64>> {
         Box::pin(self.wal.append_batch_at(index, records))
     }
+    fn append_with(&self, records: Vec<Vec<u8>>, batch: bool, given: Given) -> BoxFuture<'_, Result<u64>> {
+        let make = move |index: u64| {
+            *given.lock().unwrap_or_else(|e| e.into_inner()) = Some(index);
+            records
+        };
+        if batch {
+            Box::pin(self.wal.append_batch_with(make))
+        } else {
+            Box::pin(
+                self.wal
+                    .append_with(move |index| make(index).into_iter().next().unwrap_or_default()),
+            )
+        }
+    }
     fn read(&self, index: u64) -> BoxFuture<'_, Result<Vec<u8>>> {
         Box::pin(self.wal.read(index))
+    }
+    fn read_range(&self, start: u64, end: u64, max_bytes: usize) -> BoxFuture<'_, Result<Vec<Indexed>>> {
+        Box::pin(self.wal.read_range(start..end, max_bytes))
+    }
+    fn wait_durable(&self, index: u64) -> BoxFuture<'_, Result<()>> {
+        Box::pin(self.wal.wait_durable(index))
+    }
+    fn seal_notices(&self) -> Vec<wal::SealNotice> {
+        let mut seals = self.seals.lock().unwrap_or_else(|e| e.into_inner());
+        std::iter::from_fn(|| seals.try_next()).collect()
     }
     fn iter_from(&self, index: u64) -> Result<Box<dyn LogIter>> {
         Ok(Box::new(IterAdapter(self.wal.iter_from(index)?)))

@@ -14,7 +14,7 @@ use simfs::{DirEntry, File, Fs, Metadata, OpenOptions, SimFs};
 use wal::testing::Planted;
 use wal::{CompactionOptions, CompactionPlan, Error, RecoveryMode, RecoveryReport, Result};
 
-use crate::api::{opener_with, real_opener, LogApi, LogIter, Opener};
+use crate::api::{opener_with, real_opener, Given, Indexed, LogApi, LogIter, Opener};
 
 /// A bug planted in the filesystem under the real WAL.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,7 +99,7 @@ impl Drop for Unplant {
 
 impl Bug {
     /// Every planted bug.
-    pub const ALL: [Bug; 17] = [
+    pub const ALL: [Bug; 21] = [
         Bug::Fs(FsBug::NoFsync),
         Bug::Fs(FsBug::NoDirSync),
         Bug::Fs(FsBug::RetryFailedFsync),
@@ -117,6 +117,10 @@ impl Bug {
         Bug::Engine(Planted::RecoveryJournalNotSynced),
         Bug::Engine(Planted::NamesTrusted),
         Bug::Engine(Planted::CancelStops),
+        Bug::Engine(Planted::MakerGetsReadable),
+        Bug::Engine(Planted::RangeSkipsStart),
+        Bug::Engine(Planted::SealOneTooFar),
+        Bug::Engine(Planted::WaitDurableNoSync),
     ];
 
     /// The opener that runs the real WAL with this bug planted.
@@ -315,6 +319,18 @@ impl LogApi for BrokenWal {
             records.reverse();
         }
         self.inner.append_batch_at(index, records)
+    }
+    fn append_with(&self, records: Vec<Vec<u8>>, batch: bool, given: Given) -> BoxFuture<'_, Result<u64>> {
+        self.inner.append_with(records, batch, given)
+    }
+    fn read_range(&self, start: u64, end: u64, max_bytes: usize) -> BoxFuture<'_, Result<Vec<Indexed>>> {
+        self.inner.read_range(start, end, max_bytes)
+    }
+    fn wait_durable(&self, index: u64) -> BoxFuture<'_, Result<()>> {
+        self.inner.wait_durable(index)
+    }
+    fn seal_notices(&self) -> Vec<wal::SealNotice> {
+        self.inner.seal_notices()
     }
     fn read(&self, index: u64) -> BoxFuture<'_, Result<Vec<u8>>> {
         let n = self.count.fetch_add(1, Ordering::Relaxed);

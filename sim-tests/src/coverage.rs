@@ -153,6 +153,22 @@ pub enum Mark {
     /// A cancelled append was found in the log afterwards (it had been
     /// admitted, and the WAL carried it to the file without its caller).
     CancelledAppendLanded,
+    /// An `append_with` returned and its maker had been given that index.
+    AppendWithChecked,
+    /// An `append_with` was cancelled before its maker ran: its records
+    /// must never appear.
+    CancelledBeforeMaker,
+    /// A `read_range` over a non-empty clamped range started where it must.
+    RangeRead,
+    /// A `read_range` stopped for its byte limit, and the next record was
+    /// checked not to fit.
+    RangeReadBounded,
+    /// A `wait_durable` returned `Ok` for an index the log had.
+    WaitDurableDone,
+    /// A `wait_durable` for an index never admitted returned `OutOfRange`.
+    WaitDurableRefused,
+    /// A seal event was checked against the ones before it.
+    SealEventSeen,
     /// The phantom-segment check found the WAL interrupted (a cancelled
     /// operation left memory behind the files on purpose) and compared
     /// memory with the directory after the WAL had resumed.
@@ -161,7 +177,7 @@ pub enum Mark {
 
 impl Mark {
     /// The marks every default sweep must reach.
-    pub const REQUIRED: [Mark; 39] = [
+    pub const REQUIRED: [Mark; 46] = [
         Mark::PruneDone,
         Mark::PruneHeldByLease,
         Mark::LeaseRevoked,
@@ -201,6 +217,13 @@ impl Mark {
         Mark::TamperRestored,
         Mark::CallCancelled,
         Mark::CancelledAppendLanded,
+        Mark::AppendWithChecked,
+        Mark::CancelledBeforeMaker,
+        Mark::RangeRead,
+        Mark::RangeReadBounded,
+        Mark::WaitDurableDone,
+        Mark::WaitDurableRefused,
+        Mark::SealEventSeen,
     ];
 }
 
@@ -241,6 +264,8 @@ pub struct Checks {
     pub cancellations: u64,
     /// Stops whose injected fault was found (every stop needs one).
     pub stops_explained: u64,
+    /// Seal events checked.
+    pub seals: u64,
 }
 
 impl Checks {
@@ -262,6 +287,7 @@ impl Checks {
         self.read_faults_explained += o.read_faults_explained;
         self.cancellations += o.cancellations;
         self.stops_explained += o.stops_explained;
+        self.seals += o.seals;
     }
 }
 
@@ -359,7 +385,8 @@ impl fmt::Display for Coverage {
         writeln!(f, "  durable lost, explained  {}", c.lost_to_damage)?;
         writeln!(f, "  read faults, explained   {}", c.read_faults_explained)?;
         writeln!(f, "  stops, explained         {}", c.stops_explained)?;
-        write!(f, "  calls cancelled          {}", c.cancellations)
+        writeln!(f, "  calls cancelled          {}", c.cancellations)?;
+        write!(f, "  seal events checked      {}", c.seals)
     }
 }
 

@@ -341,6 +341,20 @@ impl Oracle {
         id
     }
 
+    /// A `read_range` from `from` starts: the iterator inside it holds a
+    /// lease whose position the workload never sees (somewhere from `from`
+    /// on). It justifies a prune keeping what lies from `from` on, and a
+    /// prune removing what it already passed is no violation (its skip
+    /// bound is unlimited). Drop it with [`Oracle::iter_dropped`].
+    pub fn range_lease_created(&mut self, from: u64, next: u64) -> u64 {
+        let id = self.leases.created(from, next);
+        if let Some(it) = self.leases.iters.get_mut(&id) {
+            it.skip_to = u64::MAX;
+        }
+        self.event(&format!("read_range lease #{id} from {from} (next {next})"));
+        id
+    }
+
     /// Iterator `id` now reads `pos` next (`next`: the readable end now).
     pub fn iter_moved(&mut self, id: u64, pos: u64, next: u64) {
         self.leases.moved(id, pos, next);

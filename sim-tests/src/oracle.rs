@@ -38,6 +38,8 @@ use crate::damage::{self, Layout};
 use crate::leases::Leases;
 use crate::payload::{self, Decoded, Key};
 
+mod embedding;
+
 /// What became of an append attempt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
@@ -128,6 +130,8 @@ struct Instance {
     /// (`Oracle::now`): a cancelled append that ended before then may sit
     /// below it.
     floor_seen: (u64, u64),
+    /// The last index of the last seal event of this open.
+    last_sealed: Option<u64>,
 }
 
 /// The oracle of one run.

@@ -12,7 +12,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use simfs::SimFs;
 
-use crate::api::LogApi;
+use crate::api::{Given, LogApi};
 use crate::config::{FaultClass, Op, RunConfig};
 use crate::oracle::Oracle;
 use crate::payload::HEADER;
@@ -116,11 +116,41 @@ impl Canceller {
     }
 }
 
+/// Which form of a call a writer makes (`append` or `append_with`, `read`
+/// or `read_range`, `sync` or `wait_durable`), and the extra arguments of
+/// the embedding forms, from a stream of its own: the main stream draws
+/// exactly what it drew before the forms existed.
+struct Forms {
+    rng: ChaCha8Rng,
+}
+
+impl Forms {
+    fn new(writer_rng: &ChaCha8Rng) -> Forms {
+        Forms {
+            rng: ChaCha8Rng::seed_from_u64(writer_rng.clone().random::<u64>() ^ 0x464f_524d),
+        }
+    }
+
+    /// Whether the next call takes the embedding form (30%).
+    fn embedding(&mut self) -> bool {
+        self.rng.random_range(0..10) < 3
+    }
+}
+
 /// A concurrent writer: `ops` operations from the configured mix.
 pub async fn writer(ctx: Arc<Ctx>, wal: Arc<dyn LogApi>, w: u16, ops: u32, mut rng: ChaCha8Rng) {
     let mut cancel = Canceller::new(&ctx.cfg, &rng);
+    let mut forms = Forms::new(&rng);
     for _ in 0..ops {
-        match ctx.cfg.mix.pick(&mut rng) {
+        let op = ctx.cfg.mix.pick(&mut rng);
+        if forms.embedding() && embedding_call(&ctx, &wal, w, op, &mut rng, &mut forms, &mut cancel).await {
+            continue;
+        }
+        if forms.rng.random_range(0..8) == 0 {
+            let notices = wal.seal_notices();
+            ctx.oracle().check_seals(&notices);
+        }
+        match op {
             Op::Append => {
                 let len = record_len(&ctx.cfg, &mut rng, true);
                 let (id, mut p) = ctx.oracle().begin_append(w, &[len], false, None);
@@ -173,6 +203,73 @@ pub async fn writer(ctx: Arc<Ctx>, wal: Arc<dyn LogApi>, w: u16, ops: u32, mut r
             Op::Compact => compact(&ctx, &wal, &format!("w{w}")).await,
         }
     }
+}
+
+/// The embedding form of `op` (`append_with`, `append_batch_with`,
+/// `read_range`, `wait_durable`), if it has one; `false` if not (nothing
+/// drawn from `rng` then).
+async fn embedding_call(
+    ctx: &Ctx,
+    wal: &Arc<dyn LogApi>,
+    w: u16,
+    op: Op,
+    rng: &mut ChaCha8Rng,
+    forms: &mut Forms,
+    cancel: &mut Canceller,
+) -> bool {
+    match op {
+        Op::Append | Op::Batch => {
+            let batch = op == Op::Batch;
+            let lens: Vec<usize> = if batch {
+                let n = rng.random_range(1..=ctx.cfg.max_batch.max(1));
+                (0..n).map(|_| record_len(&ctx.cfg, rng, false)).collect()
+            } else {
+                vec![record_len(&ctx.cfg, rng, true)]
+            };
+            let (id, p) = ctx.oracle().begin_append(w, &lens, batch, None);
+            let given: Given = Arc::default();
+            let polls = cancel.next().filter(|_| lens.iter().any(|&l| l > 0));
+            let r = poll_at_most(wal.append_with(p, batch, given.clone()), polls.unwrap_or(u32::MAX)).await;
+            let given = *given.lock().unwrap_or_else(|e| e.into_inner());
+            match r {
+                Some(r) => ctx.oracle().finish_append_with(id, &r, given),
+                None => ctx.oracle().cancelled_append_with(id, given),
+            }
+        }
+        Op::Read => {
+            let (first, next) = (wal.first_index(), wal.next_index());
+            let start = forms.rng.random_range(first.saturating_sub(3)..=next.saturating_add(2));
+            let end = start.saturating_add(forms.rng.random_range(0..=40));
+            let max_bytes = match forms.rng.random_range(0..4) {
+                0 => 0,
+                1 => usize::MAX,
+                _ => forms.rng.random_range(0..=4 * ctx.cfg.typical_record_bytes.max(1)),
+            };
+            let (tick, lease) = {
+                let mut o = ctx.oracle();
+                (o.now(), o.range_lease_created(start.max(first), next))
+            };
+            let _guard = LeaseGuard { ctx, id: lease };
+            let r = wal.read_range(start, end, max_bytes).await;
+            ctx.oracle()
+                .finish_read_range(tick, (start, end), max_bytes, (first, next), &r);
+        }
+        Op::Sync => {
+            let (first, next) = (wal.first_index(), wal.next_index());
+            let index = if next > first && forms.rng.random_range(0..10) > 0 {
+                forms.rng.random_range(first..next)
+            } else {
+                next.saturating_add(forms.rng.random_range(0..3))
+            };
+            let tick = ctx.oracle().now();
+            match poll_at_most(wal.wait_durable(index), cancel.next().unwrap_or(u32::MAX)).await {
+                Some(r) => ctx.oracle().finish_wait_durable(tick, index, next, &r),
+                None => ctx.oracle().cancelled_call(&format!("w{w} wait_durable")),
+            }
+        }
+        _ => return false,
+    }
+    true
 }
 
 /// Draws a prune point around the log `[first, next)`: below the first

@@ -134,11 +134,21 @@ pub(crate) enum Op {
     Capacity(u16),
     /// No faults, no capacity limit.
     Heal,
+    /// `append_with`, the maker checked to get the returned index.
+    AppendWith(Payload),
+    /// `read_range(first + at % (len + 2) .. + len, max_bytes)`.
+    ReadRange {
+        at: u16,
+        len: u8,
+        max_bytes: u16,
+    },
+    /// `wait_durable(first + at % (len + 2))`.
+    WaitDurable(u16),
 }
 
 impl Encode for Op {
     fn encode(&self, e: &mut Enc) {
-        const N: u32 = 16;
+        const N: u32 = 19;
         match self {
             Op::Append(p) => {
                 e.tag(0, N);
@@ -185,6 +195,20 @@ impl Encode for Op {
                 n.encode(e);
             }
             Op::Heal => e.tag(15, N),
+            Op::AppendWith(p) => {
+                e.tag(16, N);
+                p.encode(e);
+            }
+            Op::ReadRange { at, len, max_bytes } => {
+                e.tag(17, N);
+                at.encode(e);
+                len.encode(e);
+                max_bytes.encode(e);
+            }
+            Op::WaitDurable(at) => {
+                e.tag(18, N);
+                at.encode(e);
+            }
         }
     }
 }
@@ -368,6 +392,25 @@ impl Runner {
                 self.check_append(recs, Some(at), res);
             }
             Op::Concurrent(v) => self.concurrent(v).await,
+            Op::AppendWith(p) => {
+                let rec = self.payload(*p);
+                let given = std::sync::Mutex::new(None);
+                let made = rec.clone();
+                let res = self
+                    .wal()
+                    .append_with(|index| {
+                        *given.lock().unwrap_or_else(|e| e.into_inner()) = Some(index);
+                        made
+                    })
+                    .await;
+                if let Ok(i) = res {
+                    let given = *given.lock().unwrap_or_else(|e| e.into_inner());
+                    assert_eq!(given, Some(i), "append_with: the maker's index");
+                }
+                self.check_append(vec![rec], None, res);
+            }
+            Op::ReadRange { at, len, max_bytes } => self.read_range(*at, *len, *max_bytes).await,
+            Op::WaitDurable(at) => self.wait_durable(*at).await,
             Op::Read(at) => self.read(*at).await,
             Op::Iterate(at) => self.iterate(*at).await,
             Op::Rotate => {
@@ -606,6 +649,60 @@ impl Runner {
             Err(e) if self.stopped => assert!(e.is_stopped(), "read: {e:?}"),
             Err(Error::OutOfRange { .. }) => assert!(index >= self.model.next()),
             Err(e) => panic!("read({index}) failed: {e:?}"),
+        }
+    }
+
+    /// `read_range` returns exactly the model's run: clamped, contiguous,
+    /// within `max_bytes` but at least one record.
+    async fn read_range(&mut self, at: u16, len: u8, max_bytes: u16) {
+        let span = self.model.next() - self.model.first() + 2;
+        let start = self.model.first() + u64::from(at) % span;
+        let end = start + u64::from(len);
+        let max_bytes = usize::from(max_bytes);
+        let res = self.wal().read_range(start..end, max_bytes).await;
+        let got = match res {
+            Ok(got) => {
+                assert!(!self.stopped, "read_range on a stopped WAL returned Ok");
+                got
+            }
+            Err(e) if self.stopped => return assert!(e.is_stopped(), "read_range: {e:?}"),
+            Err(e) => panic!("read_range({start}..{end}, {max_bytes}) failed: {e:?}"),
+        };
+        let mut want = Vec::new();
+        let mut total = 0usize;
+        for (i, p) in self.model.range(start..end) {
+            if !want.is_empty() && total + p.len() > max_bytes {
+                break;
+            }
+            total += p.len();
+            want.push((i, p.clone()));
+        }
+        assert_eq!(got, want, "read_range({start}..{end}, {max_bytes})");
+    }
+
+    /// `wait_durable(i)`: `Ok` makes the prefix through `i` durable;
+    /// `OutOfRange` exactly when `i` is past the log.
+    async fn wait_durable(&mut self, at: u16) {
+        let span = self.model.next() - self.model.first() + 2;
+        let index = self.model.first() + u64::from(at) % span;
+        let res = self.wal().wait_durable(index).await;
+        match res {
+            Ok(()) => {
+                assert!(!self.stopped, "wait_durable on a stopped WAL returned Ok");
+                assert!(index < self.model.next(), "wait_durable({index}) Ok past the log");
+                assert!(
+                    self.wal().durable_next() > index,
+                    "wait_durable({index}) Ok, not durable"
+                );
+                self.model.durable_through(index + 1);
+            }
+            Err(e) if self.stopped => assert!(e.is_stopped(), "wait_durable: {e:?}"),
+            Err(Error::OutOfRange { .. }) => assert!(index >= self.model.next(), "wait_durable({index})"),
+            Err(e) if e.is_stopped() => {
+                self.stopped = true;
+                self.last_ok = false;
+            }
+            Err(e) => panic!("wait_durable({index}) failed: {e:?}"),
         }
     }
 

@@ -306,6 +306,35 @@ fn faults(sync_fail: u8, eio_write: u8, enospc_write: u8, writeback: u8, torn_ga
 fn ops_inputs() -> Vec<(&'static str, OpsInput)> {
     vec![
         (
+            "embedding_calls",
+            OpsInput {
+                config: Config {
+                    manual: true,
+                    segment_records: 3,
+                    ..config()
+                },
+                ops: vec![
+                    Op::AppendWith(p(10)),
+                    Op::AppendWith(p(0)),
+                    Op::AppendBatch(vec![p(30), p(40), p(50)]),
+                    Op::ReadRange {
+                        at: 0,
+                        len: 10,
+                        max_bytes: 60,
+                    },
+                    Op::WaitDurable(2),
+                    Op::AppendWith(p(70)),
+                    Op::WaitDurable(9),
+                    Op::PowerLoss,
+                    Op::ReadRange {
+                        at: 1,
+                        len: 3,
+                        max_bytes: 0,
+                    },
+                ],
+            },
+        ),
+        (
             "append_read_rotate_reopen",
             OpsInput {
                 config: config(),

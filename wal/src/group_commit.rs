@@ -684,6 +684,8 @@ impl<F: Fs> Writer<F> {
         self.active = None;
         inner.state().stats.rotations += 1;
         info!(segment = %to.display(), first = seg.first_index, last, "sealed segment");
+        #[cfg(feature = "planted-bugs")]
+        let last = last + u64::from(crate::testing::planted(crate::testing::Planted::SealOneTooFar));
         inner.seals.publish(SealEvent {
             segment_id: seg.id,
             first_index: seg.first_index,

@@ -573,6 +573,12 @@ impl<F: Fs> Inner<F> {
         let (records, bytes) = match pending {
             Pending::Ready(records) => (records, bytes),
             Pending::Make(make) => {
+                #[cfg(feature = "planted-bugs")]
+                let expected = if crate::testing::planted(crate::testing::Planted::MakerGetsReadable) {
+                    st.frontier.readable()
+                } else {
+                    expected
+                };
                 let records = match make_records(make, expected) {
                     Ok(records) => records,
                     Err(panic) => {

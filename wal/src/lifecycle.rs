@@ -163,6 +163,9 @@ impl<F: Fs> Inner<F> {
             st.frontier.first()
         };
         self.invalidate_readers();
+        // Subscribers forget what they hold from `from` on before any seal
+        // event of this truncation reaches them.
+        self.seals.truncated(from);
         // The low-water mark keeps the next index if everything goes; the
         // id high-water mark keeps the doomed segments' ids from coming back.
         // A cut inside the last segment that keeps at least one record needs

@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::{Poll, Waker};
 
-/// Events a subscriber keeps before it starts losing the oldest.
+/// Notices a subscriber keeps before it starts losing the oldest.
 pub const SEAL_EVENTS_QUEUED_MAX: usize = 1024;
 /// Live subscribers at once (`Wal::seal_events` refuses more).
 pub const SEAL_SUBSCRIBERS_MAX: usize = 64;
@@ -47,6 +47,14 @@ pub struct SealEvent {
 pub enum SealNotice {
     /// A segment was sealed.
     Sealed(SealEvent),
+    /// A truncation removes every record at or above `from` (if the WAL
+    /// stops during it, some of them may still be there until reopen). It
+    /// comes before the seal event of the segment the truncation cut
+    /// ([`SealCause::Truncation`]); later segments start at `from` again.
+    Truncated {
+        /// The first index removed.
+        from: u64,
+    },
     /// The subscriber fell more than [`SEAL_EVENTS_QUEUED_MAX`] events
     /// behind: this many of the oldest were dropped, before the events that
     /// follow.
@@ -58,7 +66,7 @@ pub enum SealNotice {
 
 #[derive(Default)]
 struct Queue {
-    events: VecDeque<SealEvent>,
+    events: VecDeque<SealNotice>,
     missed: u64,
     waker: Option<Waker>,
     closed: bool,
@@ -93,6 +101,16 @@ impl SealHub {
     /// published in seal order).
     pub(crate) fn publish(&self, event: SealEvent) {
         debug_assert!(event.first_index <= event.last_index);
+        self.notify(SealNotice::Sealed(event));
+    }
+
+    /// Tells every subscriber that a truncation removes `from` on (the
+    /// caller holds the writer mutex).
+    pub(crate) fn truncated(&self, from: u64) {
+        self.notify(SealNotice::Truncated { from });
+    }
+
+    fn notify(&self, notice: SealNotice) {
         let mut subs = self.subscribers.lock().unwrap_or_else(|e| e.into_inner());
         subs.retain(|w| w.strong_count() > 0);
         for sub in subs.iter().filter_map(Weak::upgrade) {
@@ -102,7 +120,7 @@ impl SealHub {
                     q.events.pop_front();
                     q.missed += 1;
                 }
-                q.events.push_back(event);
+                q.events.push_back(notice);
                 q.waker.take()
             };
             if let Some(w) = waker {
@@ -189,7 +207,7 @@ fn take(q: &mut Queue) -> Option<SealNotice> {
         let events = std::mem::take(&mut q.missed);
         return Some(SealNotice::Missed { events });
     }
-    q.events.pop_front().map(SealNotice::Sealed)
+    q.events.pop_front()
 }
 
 #[cfg(test)]

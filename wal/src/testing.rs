@@ -61,6 +61,18 @@ pub enum Planted {
     /// behaviour before cancel safety): one `select!` that loses, or one
     /// timeout, is an outage until reopen.
     CancelStops,
+    /// `append_with`'s maker is given the next readable index instead of
+    /// the one admission assigns: equal when nothing is in flight, wrong
+    /// (a duplicate) while earlier appends wait for their group commit.
+    MakerGetsReadable,
+    /// `read_range` treats an included start as excluded: it skips the
+    /// first record of every range.
+    RangeSkipsStart,
+    /// Seal events of rotations report one index past the segment's last.
+    SealOneTooFar,
+    /// `wait_durable` returns `Ok` without syncing when its record is not
+    /// durable yet.
+    WaitDurableNoSync,
 }
 
 #[cfg(feature = "planted-bugs")]

@@ -496,22 +496,28 @@ impl<F: Fs> Wal<F> {
             return Ok(());
         }
         self.inner.check_writable("wait_durable")?;
-        let w = self.writer_resumed().await?;
-        // Whoever held the writer before us may have made it durable.
-        if self.durable_covers(index)? {
-            self.inner.state().stats.durable_waits_joined += 1;
+        #[cfg(feature = "planted-bugs")]
+        if crate::testing::planted(crate::testing::Planted::WaitDurableNoSync) {
             return Ok(());
         }
-        self.sync_locked(w).await?;
-        if self.durable_covers(index)? {
-            Ok(())
-        } else {
-            // Admitted but neither written nor failed after a full sync:
-            // the group-commit promise is broken.
-            Err(Error::Internal(format!(
-                "wait_durable({index}): not durable after a sync"
-            )))
+        // A sync covers what was admitted when it started. The index may be
+        // handed out again meanwhile (its group failed, `AppendFailed`, and
+        // a later append took it): then the next round covers that one.
+        for _ in 0..WAIT_DURABLE_SYNCS_MAX {
+            let w = self.writer_resumed().await?;
+            // Whoever held the writer before us may have made it durable.
+            if self.durable_covers(index)? {
+                self.inner.state().stats.durable_waits_joined += 1;
+                return Ok(());
+            }
+            self.sync_locked(w).await?;
+            if self.durable_covers(index)? {
+                return Ok(());
+            }
         }
+        Err(Error::Internal(format!(
+            "wait_durable({index}): not durable after {WAIT_DURABLE_SYNCS_MAX} syncs"
+        )))
     }
 
     /// Whether `index` is durable; `OutOfRange` if it was never admitted.
@@ -657,6 +663,12 @@ impl<F: Fs> Wal<F> {
         self.inner.seals.subscribe().ok_or_else(|| {
             Error::InvalidArgument(format!("seal_events: {SEAL_SUBSCRIBERS_MAX} subscriptions are alive"))
         })
+    }
+
+    /// `Stopped` or `Closed` if the log is, for calls that may not touch
+    /// the engine's state otherwise.
+    pub(crate) fn check_usable(&self) -> Result<()> {
+        self.inner.state().check_usable()
     }
 
     /// The first index in the log.
@@ -1208,6 +1220,12 @@ fn yield_now() -> impl std::future::Future<Output = ()> {
         }
     })
 }
+
+/// Syncs one `wait_durable` call runs at most: each covers everything
+/// admitted when it started, so a second is needed only when the index was
+/// handed out again after a failed group; more would take a failure on
+/// every round, which the `OutOfRange` check ends first.
+const WAIT_DURABLE_SYNCS_MAX: u32 = 8;
 
 /// The error for a directory lock that could not be taken.
 fn lock_error(dir: &Path, e: std::io::Error) -> Error {

@@ -8,7 +8,7 @@ mod common;
 use common::*;
 use futures::executor::block_on;
 use simfs::{CrashKind, SimFs};
-use wal::{Error, Options, SealCause, SealNotice, SyncPolicy, Wal};
+use wal::{Error, Options, SealNotice, SyncPolicy, Wal};
 
 async fn fill(wal: &Wal<SimFs>, n: u64, len: usize) {
     for _ in 0..n {
@@ -178,19 +178,20 @@ fn seal_events_report_each_rotation_and_truncation_in_order() {
         let mut got = Vec::new();
         while let Some(n) = seals.try_next() {
             match n {
-                SealNotice::Sealed(e) => got.push((e.first_index, e.last_index, e.cause)),
+                SealNotice::Sealed(e) => got.push(format!("{}..={} {:?}", e.first_index, e.last_index, e.cause)),
+                SealNotice::Truncated { from } => got.push(format!("truncated from {from}")),
                 other => panic!("{other:?}"),
             }
         }
-        use SealCause::*;
         assert_eq!(
             got,
-            vec![
-                (0, 2, Rotation),
-                (3, 5, Rotation),
-                (6, 8, Rotation),
-                (9, 9, Rotation),
-                (10, 10, Truncation)
+            [
+                "0..=2 Rotation",
+                "3..=5 Rotation",
+                "6..=8 Rotation",
+                "9..=9 Rotation",
+                "truncated from 11",
+                "10..=10 Truncation"
             ]
         );
         wal.close().await.unwrap();
