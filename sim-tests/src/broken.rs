@@ -99,7 +99,7 @@ impl Drop for Unplant {
 
 impl Bug {
     /// Every planted bug.
-    pub const ALL: [Bug; 21] = [
+    pub const ALL: [Bug; 23] = [
         Bug::Fs(FsBug::NoFsync),
         Bug::Fs(FsBug::NoDirSync),
         Bug::Fs(FsBug::RetryFailedFsync),
@@ -121,6 +121,8 @@ impl Bug {
         Bug::Engine(Planted::RangeSkipsStart),
         Bug::Engine(Planted::SealOneTooFar),
         Bug::Engine(Planted::WaitDurableNoSync),
+        Bug::Engine(Planted::PruneWholeSegmentsOnly),
+        Bug::Engine(Planted::ExactPruneNotDurable),
     ];
 
     /// The opener that runs the real WAL with this bug planted.

@@ -145,6 +145,11 @@ pub enum Mark {
     TamperRefused,
     /// ... a harmless one: the same range opened, no new problem.
     TamperHarmless,
+    /// A tamper made the front of the log look lost (the segment holding
+    /// the first index renamed to end below it) and the `PointInTime` open
+    /// reported the loss (not required: needs an exact prune inside that
+    /// segment first).
+    TamperLostFrontReported,
     /// ... and the operator restored the directory exactly.
     TamperRestored,
     /// A writer cancelled a call: its future was dropped at an await point
@@ -169,6 +174,9 @@ pub enum Mark {
     WaitDurableRefused,
     /// A seal event was checked against the ones before it.
     SealEventSeen,
+    /// An exact prune left the first index inside the segment that now
+    /// comes first.
+    PruneInsideSegment,
     /// The phantom-segment check found the WAL interrupted (a cancelled
     /// operation left memory behind the files on purpose) and compared
     /// memory with the directory after the WAL had resumed.
@@ -177,7 +185,7 @@ pub enum Mark {
 
 impl Mark {
     /// The marks every default sweep must reach.
-    pub const REQUIRED: [Mark; 46] = [
+    pub const REQUIRED: [Mark; 47] = [
         Mark::PruneDone,
         Mark::PruneHeldByLease,
         Mark::LeaseRevoked,
@@ -224,6 +232,7 @@ impl Mark {
         Mark::WaitDurableDone,
         Mark::WaitDurableRefused,
         Mark::SealEventSeen,
+        Mark::PruneInsideSegment,
     ];
 }
 

@@ -407,6 +407,18 @@ impl Oracle {
         self.leases.begin_prune(start, k, first, next, segments);
     }
 
+    /// Whether an iterator or range read seen while the prune started at
+    /// `start` ran (its lowest position then), or live now, may have held
+    /// that prune through `k` back. Call before `lease_prune_finish`.
+    pub fn lease_may_hold(&self, start: u64, k: u64) -> bool {
+        let seen = self
+            .leases
+            .prunes
+            .get(&start)
+            .is_some_and(|p| p.seen.values().any(|s| s.pos_min <= k));
+        seen || self.leases.iters.values().any(|it| it.pos <= k)
+    }
+
     /// The prune started at tick `start` returned; `segments` as listed now.
     pub fn lease_prune_finish(&mut self, start: u64, result: &wal::Result<u64>, segments: &[SegmentFile]) {
         let ok = result.as_ref().ok().copied();

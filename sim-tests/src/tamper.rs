@@ -193,6 +193,26 @@ impl Tamperer<'_> {
         Ok(range)
     }
 
+    /// Whether a `PointInTime` open that served `opened` where `was` was
+    /// served before reports the front it no longer serves as lost.
+    async fn lost_front(&self, was: Option<(u64, u64)>, opened: (u64, u64)) -> bool {
+        let Some(was) = was else { return false };
+        if opened.1 != was.1 || opened.0 <= was.0 {
+            return false;
+        }
+        let o = self
+            .opts
+            .clone()
+            .read_only(true)
+            .recovery_mode(RecoveryMode::PointInTime);
+        let Ok(wal) = Wal::open(self.ctx.fs.clone(), self.dir(), o).await else {
+            return false;
+        };
+        let lost = wal.recovery_report().lost.clone();
+        let _ = wal.close().await;
+        lost.iter().any(|l| l.first <= was.0 && l.end >= opened.0)
+    }
+
     /// Runs one tamper (see the module comment). Faults are off throughout
     /// and restored at the end.
     pub async fn run(&self, rng: &mut impl Rng) {
@@ -399,6 +419,14 @@ impl Tamperer<'_> {
                 (Err(e), false) => self.ctx.oracle().violation(format!(
                     "tamper {kind:?} ({blamed:?}): the {mode:?} open's error does not name the tampered file: {e}"
                 )),
+                // A gap right above the first index looks like a lost
+                // front: the segment before it is wholly below the
+                // low-water mark now (an exact prune left the first index
+                // inside it), a leftover. `PointInTime` may open the rest
+                // if its report names the lost records.
+                (Ok(r), false) if mode == RecoveryMode::PointInTime && self.lost_front(was, *r).await => {
+                    self.ctx.oracle().cov.mark(Mark::TamperLostFrontReported);
+                }
                 (Ok(r), false) => self.ctx.oracle().violation(format!(
                     "tamper {kind:?} ({blamed:?}): the {mode:?} open opened {}..{} (before the tamper {was:?})",
                     r.0, r.1

@@ -343,6 +343,7 @@ pub fn prune_finished(
     let segments = wal.segment_files();
     let mut o = ctx.oracle();
     o.finish_prune(who, start, k, first, r);
+    o.check_exact_prune(start, k, first, r, &segments);
     o.lease_prune_finish(start, r, &segments);
 }
 

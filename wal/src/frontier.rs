@@ -139,7 +139,8 @@ impl Frontier {
     }
 
     /// A prune removed every record below `first` (whole sealed segments,
-    /// which are durable): the log starts there now.
+    /// which are durable, and an exact prune never passes the durable
+    /// end): the log starts there now.
     pub(crate) fn pruned_to(&mut self, first: u64) {
         self.first = self.first.max(first);
         self.check();

@@ -92,12 +92,17 @@ impl<F: Fs> Inner<F> {
             .map_err(|e| self.stop(Error::io("sync_dir", &self.dir, 0, e)))
     }
 
-    /// Prunes sealed segments whose records are all at or below `k`. See
-    /// [`crate::Wal::prune_through`].
-    pub(crate) async fn prune_sealed(&self, k: u64) -> Result<u64> {
+    /// Prunes through `k`: removes the sealed segments whose records are
+    /// all at or below `k` and, when `exact`, moves the first index to
+    /// `k + 1` inside the segment that now comes first (its records below
+    /// stay in the file, unreadable, until the whole segment goes). Never
+    /// past the durable end: a record that is not durable yet is not
+    /// pruned. Returns the new first index. See [`crate::Wal::prune_through`].
+    pub(crate) async fn prune_sealed(&self, k: u64, exact: bool) -> Result<u64> {
         let (doomed, new_first) = {
             let st = self.state();
             st.check_usable()?;
+            let first = st.frontier.first();
             let doomed: Vec<Arc<Segment<F>>> = st
                 .segments
                 .iter()
@@ -107,26 +112,50 @@ impl<F: Fs> Inner<F> {
                 })
                 .cloned()
                 .collect();
-            let Some(last) = doomed.last().and_then(|s| s.meta().last_index) else {
-                self.leases().set_pruning_below(st.frontier.first());
-                return Ok(st.frontier.first());
+            let whole_first = doomed.last().and_then(|s| s.meta().last_index).map_or(first, |l| l + 1);
+            let exact_first = if exact {
+                k.saturating_add(1).min(st.frontier.durable())
+            } else {
+                first
             };
-            // Exactly what goes: iterators may start at `last + 1` meanwhile.
-            self.leases().set_pruning_below(last + 1);
-            (doomed, last + 1)
+            #[cfg(feature = "planted-bugs")]
+            let exact_first = if crate::testing::planted(crate::testing::Planted::PruneWholeSegmentsOnly) {
+                first
+            } else {
+                exact_first
+            };
+            let new_first = whole_first.max(exact_first).max(first);
+            // Exactly what goes: iterators may start at `new_first` meanwhile.
+            self.leases().set_pruning_below(new_first);
+            if new_first == first && doomed.is_empty() {
+                return Ok(first);
+            }
+            (doomed, new_first)
         };
         // 1. The new low-water mark, durably: from here on, whatever subset
-        //    of the unlinks below survives a crash is ignored and removed at open.
-        self.update_meta(|m| m.low_water = m.low_water.max(new_first)).await?;
+        //    of the unlinks below survives a crash is ignored and removed at
+        //    open, and records below it are not part of the log.
+        #[cfg(feature = "planted-bugs")]
+        let recorded = if crate::testing::planted(crate::testing::Planted::ExactPruneNotDurable) {
+            doomed.last().and_then(|s| s.meta().last_index).map_or(0, |l| l + 1)
+        } else {
+            new_first
+        };
+        #[cfg(not(feature = "planted-bugs"))]
+        let recorded = new_first;
+        self.update_meta(|m| m.low_water = m.low_water.max(recorded)).await?;
         // 2. Memory: readers see the new first index.
         {
             let mut st = self.state();
             st.frontier.pruned_to(new_first);
             st.segments.retain(|s| !doomed.iter().any(|d| Arc::ptr_eq(s, d)));
+            debug_assert!(st.segments.first().is_none_or(|s| s.first_index <= new_first));
         }
         self.invalidate_readers();
         // 3. The files, oldest first, without holding any lock appends need.
-        self.remove_all(doomed.iter()).await?;
+        if !doomed.is_empty() {
+            self.remove_all(doomed.iter()).await?;
+        }
         info!(first_index = new_first, removed = doomed.len(), "pruned");
         Ok(new_first)
     }

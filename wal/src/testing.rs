@@ -73,6 +73,13 @@ pub enum Planted {
     /// `wait_durable` returns `Ok` without syncing when its record is not
     /// durable yet.
     WaitDurableNoSync,
+    /// Prune removes whole segments only (the behaviour before exact
+    /// prune): the first index stays below `k + 1` inside a segment.
+    PruneWholeSegmentsOnly,
+    /// An exact prune moves the first index in memory but records only the
+    /// whole-segment part in the meta file: after a restart the first index
+    /// moves back and pruned records are readable again.
+    ExactPruneNotDurable,
 }
 
 #[cfg(feature = "planted-bugs")]

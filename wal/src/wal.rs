@@ -815,19 +815,26 @@ impl<F: Fs> Wal<F> {
         result
     }
 
-    /// Removes whole sealed segments whose records are all at or below `k`,
-    /// oldest first, and returns the new first index. Records above `k` in a
-    /// segment that also holds records at or below it stay (pruning is by
-    /// segment). If `k` is at or past the last record, the log is emptied and
-    /// the next index becomes `k + 1` (snapshot install; on an empty log,
-    /// [`Wal::append_at`] accepts any index at or above that).
+    /// Removes every record at or below `k` and returns the new first index,
+    /// `k + 1` (exact prune): sealed segments wholly at or below `k` are
+    /// deleted, oldest first; in the segment that then comes first, the
+    /// records at or below `k` stay in the file but are no longer part of
+    /// the log (unreadable, gone after a restart too), until that segment
+    /// goes as a whole. If `k` is at or past the last record, the log is
+    /// emptied and the next index becomes `k + 1` (snapshot install; on an
+    /// empty log, [`Wal::append_at`] accepts any index at or above that).
+    ///
+    /// The first index never passes the durable end (under
+    /// [`SyncPolicy::Manual`], call [`Wal::sync`] first to prune records
+    /// appended since the last sync), nor the lowest position of a live
+    /// iterator (below): the answer is then lower than `k + 1`.
     ///
     /// Crash safety: the new first index is made durable (meta file) before
-    /// any file is removed, so a crash at any point leaves one contiguous
-    /// range and the first index never moves backwards. Appends run while
-    /// the files are removed. Iterators keep what they still need: the prune
-    /// stops below the lowest position of a live iterator (see
-    /// `Options::max_lease_holds` for leaked iterators).
+    /// memory changes or any file is removed, so a crash at any point leaves
+    /// one contiguous range and the first index never moves backwards.
+    /// Appends run while the files are removed. Iterators keep what they
+    /// still need: the prune stops below the lowest position of a live
+    /// iterator (see `Options::max_lease_holds` for leaked iterators).
     ///
     /// Cancelling: dropping the future may leave the prune done, partly done
     /// (the first index then where the files and the meta file put it, at most
@@ -881,7 +888,7 @@ impl<F: Fs> Wal<F> {
         // durably.
         let critical = Critical::enter(inner, "prune");
         let result = async {
-            inner.prune_sealed(k).await?;
+            inner.prune_sealed(k, false).await?;
             inner.persist_first_index(first).await
         }
         .await;
@@ -933,7 +940,7 @@ impl<F: Fs> Wal<F> {
         let new_first = if whole {
             self.prune_whole(lifecycle, k).await
         } else {
-            inner.prune_sealed(k_eff).await
+            inner.prune_sealed(k_eff, true).await
         }?;
         // A prune that removed nothing returns the first index as is.
         inner.persist_first_index(new_first).await?;
@@ -982,7 +989,7 @@ impl<F: Fs> Wal<F> {
         // Appends may have landed since: only a prune through the
         // last record empties the log; records above k always stay.
         if readable > first && k < readable - 1 {
-            return inner.prune_sealed(k).await;
+            return inner.prune_sealed(k, true).await;
         }
         let r = inner.prune_all(k).await;
         if r.is_ok() {

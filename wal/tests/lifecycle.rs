@@ -25,22 +25,50 @@ fn indices(log: &[(u64, Vec<u8>)]) -> Vec<u64> {
 }
 
 #[test]
-fn prune_removes_whole_sealed_segments_and_survives_reopen() {
+fn prune_is_exact_removes_whole_sealed_segments_and_survives_reopen() {
     block_on(async {
         let fs = SimFs::new(1);
         let wal = open(&fs, five_per_segment()).await.unwrap();
         fill(&wal, 23).await;
-        assert_eq!(wal.prune_through(12).await.unwrap(), 10);
-        assert_eq!(wal.first_index(), 10);
-        assert!(matches!(wal.read(9).await, Err(Error::OutOfRange { .. })));
-        assert_eq!(indices(&collect(&wal).await.unwrap()), (10..23).collect::<Vec<_>>());
+        // [0, 4] and [5, 9] go; 10..=12 stay in their file, outside the log.
+        assert_eq!(wal.prune_through(12).await.unwrap(), 13);
+        assert_eq!(wal.first_index(), 13);
+        assert!(matches!(wal.read(12).await, Err(Error::OutOfRange { .. })));
+        assert!(matches!(wal.iter_from(10), Err(Error::OutOfRange { .. })));
+        assert_eq!(indices(&collect(&wal).await.unwrap()), (13..23).collect::<Vec<_>>());
+        assert_eq!(wal.segments().await.len(), 3);
         // Pruning below the first index is a no-op.
-        assert_eq!(wal.prune_through(3).await.unwrap(), 10);
+        assert_eq!(wal.prune_through(3).await.unwrap(), 13);
+        // One more record of the same segment: no file goes, the first
+        // index moves.
+        assert_eq!(wal.prune_through(13).await.unwrap(), 14);
         drop(wal);
         fs.crash(CrashKind::PowerLoss);
         let wal = open(&fs, five_per_segment()).await.unwrap();
-        assert_eq!(wal.first_index(), 10);
+        assert_eq!(wal.first_index(), 14);
+        assert_eq!(indices(&collect(&wal).await.unwrap()), (14..23).collect::<Vec<_>>());
         assert_eq!(wal.segments().await.len(), 3);
+        // Through the segment's last record: now the file goes.
+        assert_eq!(wal.prune_through(14).await.unwrap(), 15);
+        assert_eq!(wal.segments().await.len(), 2);
+    });
+}
+
+#[test]
+fn an_exact_prune_stops_at_the_durable_end() {
+    block_on(async {
+        let fs = SimFs::new(21);
+        let opts = five_per_segment().sync_policy(wal::SyncPolicy::Manual);
+        let wal = open(&fs, opts.clone()).await.unwrap();
+        fill(&wal, 8).await; // [0, 4] sealed (durable), 5..=7 written, not synced
+        assert_eq!(wal.durable_next(), 5);
+        assert_eq!(wal.prune_through(6).await.unwrap(), 5, "never past the durable end");
+        wal.sync().await.unwrap();
+        assert_eq!(wal.prune_through(6).await.unwrap(), 7);
+        drop(wal);
+        fs.crash(CrashKind::PowerLoss);
+        let wal = open(&fs, opts).await.unwrap();
+        assert_eq!((wal.first_index(), wal.next_index()), (7, 8));
     });
 }
 
@@ -91,22 +119,23 @@ fn iterators_hold_prune_back_until_dropped_or_expired() {
         fill(&wal, 23).await;
         let mut it = wal.iter_from(3).unwrap();
         assert_eq!(it.next().await.unwrap().unwrap().0, 3);
-        // The iterator needs 4..: segment [0, 4] stays.
-        assert_eq!(wal.prune_through(12).await.unwrap(), 0);
+        // The iterator needs 4..: the prune stops there (segment [0, 4]
+        // stays, the first index is 4).
+        assert_eq!(wal.prune_through(12).await.unwrap(), 4);
         assert_eq!(it.next().await.unwrap().unwrap().0, 4);
         assert_eq!(wal.prune_through(12).await.unwrap(), 5, "now [0, 4] can go");
         drop(it);
-        assert_eq!(wal.prune_through(12).await.unwrap(), 10);
+        assert_eq!(wal.prune_through(12).await.unwrap(), 13);
         // A leaked iterator is revoked after max_lease_holds prunes.
-        let mut leaked = wal.iter_from(10).unwrap();
+        let mut leaked = wal.iter_from(13).unwrap();
         let mut firsts = Vec::new();
         for _ in 0..5 {
             firsts.push(wal.prune_through(17).await.unwrap());
         }
-        assert_eq!(firsts, vec![10, 10, 10, 15, 15]);
+        assert_eq!(firsts, vec![13, 13, 13, 18, 18]);
         assert!(matches!(
             leaked.next().await,
-            Some(Err(Error::IteratorExpired { position: 10 }))
+            Some(Err(Error::IteratorExpired { position: 13 }))
         ));
     });
 }
@@ -149,7 +178,7 @@ fn an_iterator_created_while_a_prune_runs_never_loses_records() {
                 }
             }
         );
-        assert_eq!(pruned.unwrap(), 10);
+        assert_eq!(pruned.unwrap(), 13);
         assert!(refused > 0, "no iter_from ran while the prune did");
         for (from, mut it) in made {
             assert_eq!(it.next().await.unwrap().unwrap().0, from, "iterator from {from}");
@@ -522,8 +551,8 @@ fn crash_every_step(op: &'static str) {
             // it: anything between before and after, never less.
             let ok = outcome.is_ok();
             let allowed: &[(std::ops::RangeInclusive<u64>, std::ops::RangeInclusive<u64>)] = match (op, ok) {
-                ("prune", true) => &[(10..=10, 26..=26)],
-                ("prune", false) => &[(0..=10, 26..=26)],
+                ("prune", true) => &[(13..=13, 26..=26)],
+                ("prune", false) => &[(0..=13, 26..=26)],
                 ("prune_all", true) => &[(41..=41, 41..=41)],
                 ("prune_all", false) => &[(0..=20, 26..=26), (41..=41, 41..=41)],
                 ("truncate", true) => &[(0..=0, 8..=8)],
@@ -818,9 +847,13 @@ fn a_buffering_iterator_notices_truncation_prune_and_stop() {
         fill(&wal, 20).await;
         let mut it = wal.iter_from(0).unwrap();
         assert_eq!(it.next().await.unwrap().unwrap().0, 0);
-        assert_eq!(wal.prune_through(12).await.unwrap(), 0, "held back once");
+        assert_eq!(
+            wal.prune_through(12).await.unwrap(),
+            1,
+            "held back to its position once"
+        );
         assert_eq!(it.next().await.unwrap().unwrap().0, 1);
-        assert_eq!(wal.prune_through(12).await.unwrap(), 10, "then revoked");
+        assert_eq!(wal.prune_through(12).await.unwrap(), 13, "then revoked");
         assert!(matches!(it.next().await, Some(Err(Error::IteratorExpired { .. }))));
 
         // A stop (failed fsync) with records in the buffer.

@@ -8,6 +8,7 @@ use wal::{Error, SealCause, SealNotice};
 
 use super::{Oracle, Outcome};
 use crate::coverage::Mark;
+use crate::leases::SegmentFile;
 
 impl Oracle {
     /// The result of an `append_with` attempt whose maker was given
@@ -137,6 +138,38 @@ impl Oracle {
             Err(e) if e.is_stopped() => {}
             Err(e) => self.violation(format!("wait_durable({index}) with next {next} returned {e}")),
         }
+    }
+
+    /// An `Ok` prune through `k` (the first index `first` when it began) is
+    /// exact: the new first index is at least `k + 1` unless a live lease
+    /// may sit at or below `k` or acknowledged records need not be durable
+    /// (an exact prune never passes the durable end). `segments`: as
+    /// listed right after it.
+    pub fn check_exact_prune(
+        &mut self,
+        start: u64,
+        k: u64,
+        first: u64,
+        result: &wal::Result<u64>,
+        segments: &[SegmentFile],
+    ) {
+        let Ok(nf) = result else { return };
+        if k < first {
+            return;
+        }
+        if *nf > k {
+            if segments.first().is_some_and(|s| s.1 < *nf) {
+                self.cov.mark(Mark::PruneInsideSegment);
+            }
+            return;
+        }
+        if !self.syncs_every_append || !self.inst.log.exact() || self.lease_may_hold(start, k) {
+            return;
+        }
+        self.violation(format!(
+            "prune_through({k}) -> {nf}: short of {} with no lease at or below {k} and every acknowledged record durable",
+            k + 1
+        ));
     }
 
     /// Checks the seal notices drained from this open's subscription:
