@@ -57,6 +57,8 @@ pub trait LogApi: Send + Sync + 'static {
     fn recovery_report(&self) -> RecoveryReport;
     /// [`Wal::prune_through`].
     fn prune_through(&self, k: u64) -> BoxFuture<'_, Result<u64>>;
+    /// [`Wal::reset_to`].
+    fn reset_to(&self, next: u64) -> BoxFuture<'_, Result<()>>;
     /// [`Wal::truncate_after`].
     fn truncate_after(&self, k: u64) -> BoxFuture<'_, Result<()>>;
     /// [`Wal::truncate_from`].
@@ -205,6 +207,9 @@ impl<F: Fs> LogApi for WalAdapter<F> {
     }
     fn prune_through(&self, k: u64) -> BoxFuture<'_, Result<u64>> {
         Box::pin(self.wal.prune_through(k))
+    }
+    fn reset_to(&self, next: u64) -> BoxFuture<'_, Result<()>> {
+        Box::pin(self.wal.reset_to(next))
     }
     fn truncate_after(&self, k: u64) -> BoxFuture<'_, Result<()>> {
         Box::pin(self.wal.truncate_after(k))

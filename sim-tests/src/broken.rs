@@ -389,6 +389,9 @@ impl LogApi for BrokenWal {
     fn prune_through(&self, k: u64) -> BoxFuture<'_, Result<u64>> {
         self.inner.prune_through(k)
     }
+    fn reset_to(&self, next: u64) -> BoxFuture<'_, Result<()>> {
+        self.inner.reset_to(next)
+    }
     fn truncate_after(&self, k: u64) -> BoxFuture<'_, Result<()>> {
         if self.bug == WalBug::TruncateNoop {
             return Box::pin(futures::future::ready(Ok(())));

@@ -177,6 +177,8 @@ pub enum Mark {
     /// An exact prune left the first index inside the segment that now
     /// comes first.
     PruneInsideSegment,
+    /// `reset_to(j)` moved an empty log to `j`.
+    ResetDone,
     /// The phantom-segment check found the WAL interrupted (a cancelled
     /// operation left memory behind the files on purpose) and compared
     /// memory with the directory after the WAL had resumed.
@@ -185,7 +187,7 @@ pub enum Mark {
 
 impl Mark {
     /// The marks every default sweep must reach.
-    pub const REQUIRED: [Mark; 47] = [
+    pub const REQUIRED: [Mark; 48] = [
         Mark::PruneDone,
         Mark::PruneHeldByLease,
         Mark::LeaseRevoked,
@@ -233,6 +235,7 @@ impl Mark {
         Mark::WaitDurableRefused,
         Mark::SealEventSeen,
         Mark::PruneInsideSegment,
+        Mark::ResetDone,
     ];
 }
 

@@ -370,6 +370,9 @@ pub async fn solo(ctx: Arc<Ctx>, wal: Arc<dyn LogApi>, w: u16, ops: u32, mut rng
             1 if next > 0 => next - 1,
             _ => next,
         };
+        if empty && at > next && rng.random_bool(0.5) {
+            reset_to(&ctx, &wal, &format!("w{w}"), at, next).await;
+        }
         if rng.random_bool(0.6) {
             let len = record_len(&ctx.cfg, &mut rng, false);
             let (id, mut p) = ctx.oracle().begin_append(w, &[len], false, Some(at));
@@ -391,6 +394,19 @@ pub async fn solo(ctx: Arc<Ctx>, wal: Arc<dyn LogApi>, w: u16, ops: u32, mut rng
             let _ = prune(&ctx, &wal, &format!("w{w}"), &mut rng, false).await;
         }
     }
+}
+
+/// `reset_to(at)` on the empty log `[next, next)`, told to the oracle as
+/// the full prune through `at - 1` it is (the solo writer's round: nothing
+/// else appends meanwhile).
+async fn reset_to(ctx: &Ctx, wal: &Arc<dyn LogApi>, who: &str, at: u64, next: u64) {
+    let k = at - 1;
+    let start = prune_started(ctx, wal, who, k, next, next);
+    let r = wal.reset_to(at).await.map(|()| at);
+    if r.is_ok() {
+        ctx.oracle().cov.mark(crate::coverage::Mark::ResetDone);
+    }
+    prune_finished(ctx, wal, who, start, k, next, &r);
 }
 
 /// A reader: reads and iterations only.

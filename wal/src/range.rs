@@ -12,9 +12,9 @@ use crate::error::{Error, Result};
 use crate::iter::WalIter;
 use crate::wal::Wal;
 
-/// How often a read re-clamps its start when a prune running alongside moved
-/// the first index past it. Each retry starts strictly higher, so this only
-/// bounds a pathological race.
+/// How often a read re-clamps its start (or starts again) when a prune
+/// running alongside moved the first index past it. Each retry starts
+/// higher, so this only bounds a pathological race.
 const MAX_START_RETRIES: u32 = 8;
 
 impl<F: Fs> Wal<F> {
@@ -30,8 +30,10 @@ impl<F: Fs> Wal<F> {
     /// starts); nothing in the middle of the run is ever skipped.
     ///
     /// Errors: `Stopped`, `Closed`, `Io` and `Corruption` as [`Wal::read`];
-    /// never `OutOfRange`. If the iterator under it expires
-    /// (`Options::max_lease_holds`) after some records, those are returned.
+    /// never `OutOfRange`. If a prune passes the iterator under it (its
+    /// lease revoked, `Options::max_lease_holds`) after some records, those
+    /// are returned; before any, the read starts again at the new first
+    /// index.
     ///
     /// Cancelling is harmless: it only reads.
     ///
@@ -72,10 +74,22 @@ impl<F: Fs> Wal<F> {
         };
         // A stopped or closed log answers so, even for an empty range.
         self.check_usable()?;
-        let Some(mut it) = self.clamped_iter(start, end)? else {
-            return Ok(Vec::new());
-        };
-        collect_run(&mut it, end, max_bytes).await
+        let mut start = start;
+        for _ in 0..MAX_START_RETRIES {
+            let Some(mut it) = self.clamped_iter(start, end)? else {
+                return Ok(Vec::new());
+            };
+            match collect_run(&mut it, end, max_bytes).await {
+                // Nothing read yet and a prune passed the iterator (its
+                // lease revoked after too many holds, seed 1217 of the
+                // simulation): start again where the log starts now.
+                Err(Error::OutOfRange { .. } | Error::IteratorExpired { .. }) => start = self.first_index().max(start),
+                r => return r,
+            }
+        }
+        Err(Error::Internal(format!(
+            "read_range: a prune passed the read {MAX_START_RETRIES} times in a row"
+        )))
     }
 
     /// An iterator at the first index of `[start, end)` clamped to the log,
@@ -112,7 +126,8 @@ async fn collect_run<F: Fs>(it: &mut WalIter<F>, end: u64, max_bytes: usize) -> 
         let (index, record) = match it.next().await {
             None => break,
             Some(Ok(r)) => r,
-            Some(Err(Error::IteratorExpired { .. })) if !out.is_empty() => break,
+            // A prune passed the iterator: what was read stays one run.
+            Some(Err(Error::IteratorExpired { .. } | Error::OutOfRange { .. })) if !out.is_empty() => break,
             Some(Err(e)) => return Err(e),
         };
         let contiguous = out.last().is_none_or(|(last, _)| last + 1 == index);

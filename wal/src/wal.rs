@@ -998,6 +998,76 @@ impl<F: Fs> Wal<F> {
         r
     }
 
+    /// Moves an empty log to `next`: the next append gets index `next`, and
+    /// that survives a restart (the meta file's low-water mark is made
+    /// durable before this returns). For a Raft log that installed a
+    /// snapshot through `next - 1`, or a log that must start where another
+    /// ended. `next` equal to the next index only makes that durable.
+    ///
+    /// `InvalidArgument` if the log holds records (prune or truncate them
+    /// first) or appends are in flight; `OutOfRange` for `next` below the
+    /// next index (indices never move back) or `u64::MAX`.
+    ///
+    /// Cancelling: as [`Wal::prune_through`] past the end: done or not done,
+    /// the next call rebuilds memory from the files.
+    ///
+    /// ```
+    /// use std::path::Path;
+    /// futures::executor::block_on(async {
+    ///     let fs = simfs::SimFs::new(8);
+    ///     let wal = wal::Wal::open(fs.clone(), Path::new("/log"), wal::Options::default()).await?;
+    ///     wal.reset_to(1000).await?;
+    ///     drop(wal);
+    ///     fs.crash(simfs::CrashKind::PowerLoss);
+    ///     let wal = wal::Wal::open(fs, Path::new("/log"), wal::Options::default()).await?;
+    ///     assert_eq!(wal.append(b"after the snapshot".to_vec()).await?, 1000);
+    ///     wal.close().await
+    /// })
+    /// .unwrap();
+    /// ```
+    pub async fn reset_to(&self, next: u64) -> Result<()> {
+        let inner = &self.inner;
+        inner.check_writable("reset_to")?;
+        let lifecycle = inner.lifecycle.lock().await;
+        // No index may be handed out while the log moves.
+        let _paused = PauseAdmission::new(inner).await;
+        let mut w = inner.writer.lock().await;
+        w.resume(inner, &lifecycle).await?;
+        while !inner.state().queue.is_empty() {
+            w.run_group(inner).await;
+        }
+        w.flush(inner).await?;
+        {
+            let st = inner.state();
+            st.check_usable()?;
+            let (first, readable) = (st.frontier.first(), st.frontier.readable());
+            if first != readable {
+                return Err(Error::InvalidArgument(format!(
+                    "reset_to({next}): the log holds records [{first}, {readable}); prune or truncate them first"
+                )));
+            }
+            if next < readable || next == u64::MAX {
+                return Err(Error::OutOfRange {
+                    index: next,
+                    first,
+                    next: readable,
+                });
+            }
+        }
+        let critical = Critical::enter(inner, "prune");
+        // Emptying through `next - 1` is a full prune of an empty log: the
+        // low-water mark first, durably, then any segment (all below it).
+        let result = match next.checked_sub(1) {
+            Some(k) => inner.prune_all(k).await.map(|_| ()),
+            None => inner.persist_first_index(0).await,
+        };
+        critical.finish();
+        if result.is_ok() && next > 0 {
+            w.reset_active();
+        }
+        result
+    }
+
     /// Removes every record above `k`, durably: once this returns `Ok`, they
     /// never reappear. Appends continue at `k + 1` (or at the next index if
     /// `k` is at or past the last record: then nothing changes). `k` below

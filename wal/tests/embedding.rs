@@ -135,6 +135,28 @@ fn truncation_at_or_past_the_end_is_a_no_op() {
 }
 
 #[test]
+fn reset_to_moves_an_empty_log_durably_and_refuses_a_full_one() {
+    block_on(async {
+        let fs = SimFs::new(18);
+        let wal = open(&fs, Options::default().segment_max_records(4)).await.unwrap();
+        fill(&wal, 6, 10).await;
+        assert!(matches!(wal.reset_to(100).await, Err(Error::InvalidArgument(_))));
+        assert_eq!(wal.prune_through(5).await.unwrap(), 6); // empty now
+        assert!(matches!(wal.reset_to(5).await, Err(Error::OutOfRange { .. })));
+        assert!(matches!(wal.reset_to(u64::MAX).await, Err(Error::OutOfRange { .. })));
+        wal.reset_to(6).await.unwrap(); // where it is: made durable
+        wal.reset_to(1000).await.unwrap();
+        assert_eq!((wal.first_index(), wal.next_index()), (1000, 1000));
+        drop(wal);
+        fs.crash(CrashKind::PowerLoss);
+        let wal = open(&fs, Options::default().segment_max_records(4)).await.unwrap();
+        assert_eq!((wal.first_index(), wal.next_index()), (1000, 1000));
+        assert_eq!(wal.append(b"x".to_vec()).await.unwrap(), 1000);
+        assert!(wal.stopped().is_none());
+    });
+}
+
+#[test]
 fn wait_durable_makes_a_prefix_durable_with_one_fsync_for_many_waiters() {
     block_on(async {
         // Every file operation yields once: the waiters queue behind the
