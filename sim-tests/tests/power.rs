@@ -123,22 +123,27 @@ fn catches_recovery_that_cuts_durable_data_with_a_report() {
 #[test]
 fn catches_a_meta_rename_that_took_effect_taken_for_not_done() {
     // The bug needs a meta rename that fails after taking effect, then an
-    // append below the abandoned low-water mark, then a crash: about one
-    // seed in 2000 of the default sweep, too rare for the budget. Seed 535
-    // is the one the sweep found the engine bug with; since the workload's
-    // iterators tail the log (and iter_from refuses what a running prune
-    // may remove), schedules differ: seed 3346 showed it next, and since a
-    // clean reopen no longer fsyncs the log's path, seed 828 is the first
-    // seed that shows the same violation (crash placements added later
-    // off).
+    // append below the abandoned low-water mark, then a crash: 36 seeds of
+    // the first 20000 with the later crash placements off, too rare for a
+    // search in a debug test. Which seed shows it drifts with every change
+    // of schedule (535 found the engine bug, then 3346, then 828; since the
+    // workload prunes exactly, 552 is the first): the test pins one and
+    // checks that it passes without the bug.
     let bug = Bug::Fs(FsBug::MetaTmpAlwaysThere);
     let then = Overrides {
         mask: Some(!later_placements()),
         ..Overrides::default()
     };
-    let r = run_seed_with(828, then, bug.opener());
-    assert!(!r.passed(), "{bug:?} survived seed 828");
-    println!("{bug:?} caught by seed 828: {}", r.violations.join(" | "));
+    let seed = 552;
+    let r = run_seed_with(seed, then, bug.opener());
+    assert!(!r.passed(), "{bug:?} survived seed {seed}");
+    println!("{bug:?} caught by seed {seed}: {}", r.violations.join(" | "));
+    let clean = run_seed_with(seed, then, sim_tests::api::real_opener());
+    assert!(
+        clean.passed(),
+        "seed {seed} passes without the bug: {:?}",
+        clean.violations
+    );
 }
 
 #[test]

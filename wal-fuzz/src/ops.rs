@@ -144,11 +144,13 @@ pub(crate) enum Op {
     },
     /// `wait_durable(first + at % (len + 2))`.
     WaitDurable(u16),
+    /// `prune_through(first - 1 + at % (len + 3))`: exact, or a full prune.
+    Prune(u16),
 }
 
 impl Encode for Op {
     fn encode(&self, e: &mut Enc) {
-        const N: u32 = 19;
+        const N: u32 = 20;
         match self {
             Op::Append(p) => {
                 e.tag(0, N);
@@ -209,6 +211,10 @@ impl Encode for Op {
                 e.tag(18, N);
                 at.encode(e);
             }
+            Op::Prune(at) => {
+                e.tag(19, N);
+                at.encode(e);
+            }
         }
     }
 }
@@ -249,6 +255,9 @@ struct Runner {
     failures_at_step: u64,
     /// The last append result, for messages.
     last_result: String,
+    /// A prune that failed since the last open (`k`, the first index it
+    /// would have answered): it may have taken effect.
+    pending_prune: Option<(u64, u64)>,
 }
 
 fn dir() -> &'static Path {
@@ -328,6 +337,7 @@ async fn run(input: &OpsInput) {
         last_ok: true,
         failures_at_step: 0,
         last_result: String::new(),
+        pending_prune: None,
     };
     for op in input.ops.iter().take(MAX_OPS) {
         r.step(op).await;
@@ -411,6 +421,7 @@ impl Runner {
             }
             Op::ReadRange { at, len, max_bytes } => self.read_range(*at, *len, *max_bytes).await,
             Op::WaitDurable(at) => self.wait_durable(*at).await,
+            Op::Prune(at) => self.prune(*at).await,
             Op::Read(at) => self.read(*at).await,
             Op::Iterate(at) => self.iterate(*at).await,
             Op::Rotate => {
@@ -680,6 +691,44 @@ impl Runner {
         assert_eq!(got, want, "read_range({start}..{end}, {max_bytes})");
     }
 
+    /// `prune_through(k)` answers exactly: the first index where it was for
+    /// `k` below it, `k + 1` for a full prune, else `k + 1` capped at the
+    /// durable end (no iterator is live here). A failed prune may have
+    /// taken effect: the next recovery may start anywhere up to its answer.
+    async fn prune(&mut self, at: u16) {
+        let (first, next) = (self.model.first(), self.model.next());
+        let k = (first + u64::from(at) % (next - first + 3)).wrapping_sub(1);
+        if k == u64::MAX {
+            return;
+        }
+        let durable = self.wal().durable_next();
+        let res = self.wal().prune_through(k).await;
+        let want = if k < first {
+            first
+        } else if k.saturating_add(1) >= next {
+            k + 1
+        } else {
+            (k + 1).min(durable).max(first)
+        };
+        match res {
+            Ok(nf) => {
+                assert!(!self.stopped, "prune on a stopped WAL returned Ok");
+                assert_eq!(
+                    nf, want,
+                    "prune_through({k}) on [{first}, {next}) with durable {durable}"
+                );
+                self.model.prune(k, nf);
+            }
+            Err(e) if self.stopped => assert!(e.is_stopped(), "prune: {e:?}"),
+            Err(e) if e.is_stopped() || matches!(e, Error::Io { .. }) => {
+                self.stopped = e.is_stopped();
+                self.last_ok = false;
+                self.pending_prune = Some((k, want));
+            }
+            Err(e) => panic!("prune_through({k}) failed: {e:?}"),
+        }
+    }
+
     /// `wait_durable(i)`: `Ok` makes the prefix through `i` durable;
     /// `OutOfRange` exactly when `i` is past the log.
     async fn wait_durable(&mut self, at: u16) {
@@ -780,6 +829,14 @@ impl Runner {
             }
         }
         drop(it);
+        // A failed prune may have moved the first index (its meta file
+        // written, then a failure): anywhere up to its answer.
+        if let Some((k, most)) = self.pending_prune.take() {
+            let f = wal.first_index();
+            if f > self.model.first() && f <= most {
+                self.model.prune(k, f);
+            }
+        }
         // Everything the crash must keep (durable: `Always`, `sync`, seal,
         // `durable_next`; after a restart everything acknowledged), a prefix
         // of what was attempted ending on a commit boundary, and never a

@@ -151,7 +151,19 @@ impl<F: Fs> Writer<F> {
 /// or hold records that were never admitted.
 fn reconcile<F: Fs>(inner: &Inner<F>, rec: &Recovered<F>, operation: &'static str) -> Result<Reconciled> {
     let mut st = inner.state();
-    let next = rec.next_index;
+    // An empty log reseated above its low-water mark (a snapshot install
+    // whose first segment is not made yet, or whose write failed) is ahead
+    // of the files in memory only: their empty log below it is the same
+    // log, and its first segment raises the mark first (`create_active`).
+    let reseated_ahead = rec.segments.is_empty()
+        && rec.first_index == rec.next_index
+        && st.frontier.first() == st.frontier.readable()
+        && rec.next_index < st.frontier.first();
+    let (rec_first, next) = if reseated_ahead {
+        (st.frontier.first(), st.frontier.first())
+    } else {
+        (rec.first_index, rec.next_index)
+    };
     // Only a truncation removes acknowledged records from the end, and only
     // a prune from the start (both were asked to).
     if next < st.frontier.readable() && operation != "truncate" {
@@ -196,11 +208,11 @@ fn reconcile<F: Fs>(inner: &Inner<F>, rec: &Recovered<F>, operation: &'static st
     } else {
         Vec::new()
     };
-    let moved = (rec.first_index, next) != (st.frontier.first(), st.frontier.readable());
+    let moved = (rec_first, next) != (st.frontier.first(), st.frontier.readable());
     if moved {
         // A prune through the end (or a truncation) took effect: only the
         // prune leaves the log free to continue at any index.
-        st.reseatable = operation == "prune" && rec.first_index == next;
+        st.reseatable = operation == "prune" && rec_first == next;
     }
     let records: u64 = present.iter().map(|r| r.records.len() as u64).sum();
     st.stats.appends += present.len() as u64;
@@ -208,7 +220,7 @@ fn reconcile<F: Fs>(inner: &Inner<F>, rec: &Recovered<F>, operation: &'static st
     st.stats.payload_bytes += present.iter().map(|r| r.bytes as u64).sum::<u64>();
     // What the files hold beyond the last fsync is written, not durable.
     let queue_empty = st.queue.is_empty();
-    st.frontier.rebuilt(rec.first_index, next, queue_empty);
+    st.frontier.rebuilt(rec_first, next, queue_empty);
     st.segments = rec.segments.clone();
     st.stats.segments = st.segments.len() as u64;
     Ok(Reconciled { present, failed })

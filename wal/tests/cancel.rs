@@ -432,3 +432,66 @@ fn sync_writes_an_admitted_append_whose_caller_went_away() {
         });
     }
 }
+
+/// A snapshot install whose write failed leaves the emptied log at the
+/// install index in memory only (the meta file still holds the old
+/// low-water mark). An append dropped at any await point after that makes
+/// the next call rebuild memory from the files, which end below the
+/// install index: that is the same empty log, not lost records, and the
+/// WAL must go on at the install index (sim seed 5184 stopped it).
+#[test]
+fn a_dropped_append_after_a_failed_snapshot_install_goes_on() {
+    const INSTALL_AT: u64 = 100;
+    let opts = Options::default().sync_policy(SyncPolicy::Always);
+    let mut resumed = 0;
+    for polls in 1..64 {
+        let finished = block_on(async {
+            let fs = SimFs::with_config(40 + polls as u64, yielding());
+            let wal = open(&fs, opts.clone()).await.unwrap();
+            for i in 0..3 {
+                wal.append(payload(i, 20)).await.unwrap();
+            }
+            assert_eq!(wal.prune_through(2).await.unwrap(), 3);
+            fs.set_faults(simfs::FaultConfig {
+                eio_open: 1.0,
+                ..simfs::FaultConfig::none()
+            });
+            let failed = wal.append_at(INSTALL_AT, b"install".to_vec()).await;
+            assert!(
+                matches!(failed, Err(wal::Error::AppendFailed { .. })),
+                "polls {polls}: {failed:?}"
+            );
+            fs.set_faults(simfs::FaultConfig::none());
+            assert_eq!(wal.next_index(), INSTALL_AT, "polls {polls}");
+            let done = poll_then_drop(wal.append_at(INSTALL_AT, b"dropped".to_vec()), polls);
+            let i = wal
+                .append(b"after".to_vec())
+                .await
+                .unwrap_or_else(|e| panic!("polls {polls}: append after the drop: {e}"));
+            let log = collect(&wal).await.unwrap();
+            let finished = done.is_some();
+            match done {
+                Some(r) => {
+                    assert_eq!(r.unwrap(), INSTALL_AT, "polls {polls}");
+                    assert_eq!(i, INSTALL_AT + 1, "polls {polls}");
+                }
+                None => assert!(
+                    i == INSTALL_AT || i == INSTALL_AT + 1,
+                    "polls {polls}: after the drop the log goes on at {i}"
+                ),
+            }
+            assert_eq!(log.last().map(|r| r.0), Some(i), "polls {polls}: {log:?}");
+            resumed += wal.stats().await.resumes;
+            wal.sync().await.unwrap();
+            drop(wal);
+            fs.crash(CrashKind::PowerLoss);
+            let wal = open(&fs, opts.clone()).await.unwrap();
+            assert_eq!(collect(&wal).await.unwrap(), log, "polls {polls}: the log changed");
+            finished
+        });
+        if finished {
+            break;
+        }
+    }
+    assert!(resumed > 0, "no drop made the WAL resume from the files");
+}
