@@ -208,12 +208,17 @@ impl<F: Fs> Inner<F> {
             self.update_meta(|m| m.low_water = m.low_water.max(first)).await?;
         }
         // 1. Whole segments above the cut, newest first, each removal durable:
-        //    at every crash point what remains is a contiguous prefix.
+        //    at every crash point what remains is a contiguous prefix. When
+        //    the cut empties the log (`from == first`), every segment goes,
+        //    whole: the first may start below `first` (an exact prune left
+        //    the records below it in the file, outside the log), and cutting
+        //    it would read those records, which may be damaged, for nothing.
+        let empties = from == first;
         loop {
             let victim = {
                 let st = self.state();
                 match st.segments.last() {
-                    Some(s) if s.first_index >= from => s.clone(),
+                    Some(s) if s.first_index >= from || empties => s.clone(),
                     _ => break,
                 }
             };

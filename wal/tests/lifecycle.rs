@@ -55,6 +55,43 @@ fn prune_is_exact_removes_whole_sealed_segments_and_survives_reopen() {
 }
 
 #[test]
+fn a_truncation_that_empties_an_exactly_pruned_log_removes_its_files_unread() {
+    block_on(async {
+        let fs = SimFs::new(23);
+        let wal = open(&fs, five_per_segment()).await.unwrap();
+        fill(&wal, 13).await; // [0, 4] [5, 9] sealed, [10, 12] active
+        wal.rotate().await.unwrap();
+        // 10 and 11 stay in the file of [10, 12], outside the log.
+        assert_eq!(wal.prune_through(11).await.unwrap(), 12);
+        let first = wal.segments().await[0].clone();
+        assert_eq!((first.first_index, first.sealed), (10, true), "{first:?}");
+        // The file's header is damaged: a cut inside it would have to read
+        // record 11 (sim seed 310: every repair of such damage stopped).
+        let f = fs
+            .open(&dir().join(&first.name), OpenOptions::new().write(true))
+            .await
+            .unwrap();
+        f.write_all_at(&[0xAB; 16], 0).await.unwrap();
+        f.sync_data().await.unwrap();
+        drop(f);
+        wal.truncate_from(12).await.unwrap();
+        assert_eq!((wal.first_index(), wal.next_index()), (12, 12));
+        // The damaged file went whole; what is left starts at the cut.
+        let segs = wal.segments().await;
+        assert!(
+            segs.iter().all(|s| s.first_index >= 12 && s.last_index.is_none()),
+            "{segs:?}"
+        );
+        assert_eq!(wal.append(b"after".to_vec()).await.unwrap(), 12);
+        drop(wal);
+        fs.crash(CrashKind::PowerLoss);
+        let wal = open(&fs, five_per_segment()).await.unwrap();
+        assert_eq!((wal.first_index(), wal.next_index()), (12, 13));
+        assert_eq!(collect(&wal).await.unwrap(), vec![(12, b"after".to_vec())]);
+    });
+}
+
+#[test]
 fn an_exact_prune_stops_at_the_durable_end() {
     block_on(async {
         let fs = SimFs::new(21);

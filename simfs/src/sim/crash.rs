@@ -66,6 +66,8 @@ impl State {
 
     fn power_loss(&mut self) {
         // Handles are already gone, so this is reachability by name only.
+        // Garbage a deferred collection kept must not draw page fates.
+        self.gc();
         let live_before = self.live_set();
         let inos: Vec<u64> = self
             .inodes

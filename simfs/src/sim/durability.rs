@@ -22,6 +22,11 @@ impl State {
         if !self.roll(p) {
             return;
         }
+        // Only files something can still reach are candidates: garbage a
+        // deferred collection kept must not change the seeded choice.
+        if self.gc_debt > 0 {
+            self.gc();
+        }
         let candidates: Vec<u64> = self
             .inodes
             .iter()
@@ -293,7 +298,7 @@ impl State {
             }
         }
         self.apply_ready_ops();
-        self.gc();
+        self.gc_soon();
         if self.roll(faults.sync_fail_after_persist) {
             // The pending operations are durable, as after a successful
             // sync_dir; then the error.

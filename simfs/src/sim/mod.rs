@@ -678,7 +678,7 @@ impl Drop for SimFile {
         let now = st.clock.now_ns();
         st.trace
             .record(now, "close", Some(self.ino), None, 0, 0, "ok".into(), None);
-        st.gc();
+        st.gc_soon();
     }
 }
 

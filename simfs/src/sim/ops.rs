@@ -345,7 +345,7 @@ impl State {
                 },
             ),
         ]);
-        self.gc();
+        self.gc_soon();
         if self.roll(faults.eio_rename_after_effect) {
             // Renamed exactly as a successful rename, then the error.
             self.inject(ctx, FaultKind::EioRenameAfterEffect);
@@ -375,7 +375,7 @@ impl State {
             d.vol.remove(&name);
         }
         self.push_op(vec![(dir, Change::Unlink { name, ino })]);
-        self.gc();
+        self.gc_soon();
         let p = self.faults.eio_remove_after_effect;
         if self.roll(p) {
             // Removed exactly as a successful remove, then the error.
