@@ -569,6 +569,10 @@ impl Runner {
         if at.is_some_and(|a| a != self.model.next() && !self.reseats(a)) {
             return Some("WrongIndex");
         }
+        let first = at.unwrap_or(self.model.next());
+        if first.checked_add(records.len() as u64).is_none_or(|n| n == u64::MAX) {
+            return Some("InvalidArgument");
+        }
         None
     }
 
@@ -746,6 +750,11 @@ impl Runner {
                 self.model.prune(k, nf);
             }
             Err(e) if self.stopped => assert!(e.is_stopped(), "prune: {e:?}"),
+            // Emptying the log there would make the next index u64::MAX,
+            // which no log may reach: refused, nothing changes.
+            Err(Error::InvalidArgument(_)) if k >= u64::MAX - 1 && k.saturating_add(1) >= next => {
+                self.last_ok = false;
+            }
             Err(e) if e.is_stopped() || matches!(e, Error::Io { .. }) => {
                 self.stopped = e.is_stopped();
                 self.last_ok = false;

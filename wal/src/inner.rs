@@ -163,6 +163,11 @@ impl<F: Fs> State<F> {
             let empty =
                 self.reseatable && self.segments.is_empty() && self.queue.is_empty() && self.frontier.is_empty();
             if empty && index > self.frontier.admitted() {
+                // A refused call changes nothing: the index space is
+                // checked before the log moves (found by the ops fuzzer).
+                if index.checked_add(records).is_none_or(|n| n == u64::MAX) {
+                    return Err(Error::InvalidArgument("the u64 index space is exhausted".into()));
+                }
                 // Nothing is buffered: a full prune writes the buffer first
                 // and no segment exists to buffer into since.
                 self.frontier.emptied_at(index);

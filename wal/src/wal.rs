@@ -823,6 +823,8 @@ impl<F: Fs> Wal<F> {
     /// goes as a whole. If `k` is at or past the last record, the log is
     /// emptied and the next index becomes `k + 1` (snapshot install; on an
     /// empty log, [`Wal::append_at`] accepts any index at or above that).
+    /// Emptying it at `k >= u64::MAX - 1` would make the next index
+    /// `u64::MAX`, which no log reaches: `InvalidArgument`, nothing changes.
     ///
     /// The first index never passes the durable end (under
     /// [`SyncPolicy::Manual`], call [`Wal::sync`] first to prune records

@@ -110,6 +110,25 @@ fn an_exact_prune_stops_at_the_durable_end() {
 }
 
 #[test]
+fn a_snapshot_install_past_the_index_space_is_refused_and_moves_nothing() {
+    block_on(async {
+        let fs = SimFs::new(3);
+        let wal = open(&fs, five_per_segment()).await.unwrap();
+        fill(&wal, 3).await;
+        assert_eq!(wal.prune_through(2).await.unwrap(), 3);
+        let batch = vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec()];
+        // Found by the ops fuzzer: the emptied log moved to the install
+        // index before the index space was checked.
+        let r = wal.append_batch_at(u64::MAX - 2, batch.clone()).await;
+        assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
+        assert_eq!((wal.first_index(), wal.next_index()), (3, 3));
+        // Still reseatable: a valid install goes ahead.
+        assert_eq!(wal.append_batch_at(u64::MAX - 4, batch).await.unwrap(), u64::MAX - 4);
+        assert_eq!(wal.next_index(), u64::MAX - 1);
+    });
+}
+
+#[test]
 fn prune_past_the_end_empties_the_log_and_allows_a_snapshot_index() {
     block_on(async {
         let fs = SimFs::new(2);
