@@ -680,7 +680,7 @@ impl Runner {
 
     async fn read(&mut self, at: u16) {
         let span = self.model.next() - self.model.first() + 2;
-        let index = self.model.first() + u64::from(at) % span;
+        let index = self.model.first().saturating_add(u64::from(at) % span);
         let res = self.wal().read(index).await;
         match res {
             Ok(p) => {
@@ -697,8 +697,8 @@ impl Runner {
     /// within `max_bytes` but at least one record.
     async fn read_range(&mut self, at: u16, len: u8, max_bytes: u16) {
         let span = self.model.next() - self.model.first() + 2;
-        let start = self.model.first() + u64::from(at) % span;
-        let end = start + u64::from(len);
+        let start = self.model.first().saturating_add(u64::from(at) % span);
+        let end = start.saturating_add(u64::from(len));
         let max_bytes = usize::from(max_bytes);
         let res = self.wal().read_range(start..end, max_bytes).await;
         let got = match res {
@@ -727,7 +727,7 @@ impl Runner {
     /// taken effect: the next recovery may start anywhere up to its answer.
     async fn prune(&mut self, at: u16) {
         let (first, next) = (self.model.first(), self.model.next());
-        let k = (first + u64::from(at) % (next - first + 3)).wrapping_sub(1);
+        let k = first.saturating_add(u64::from(at) % (next - first + 3)).wrapping_sub(1);
         if k == u64::MAX {
             return;
         }
@@ -768,7 +768,7 @@ impl Runner {
     /// `OutOfRange` exactly when `i` is past the log.
     async fn wait_durable(&mut self, at: u16) {
         let span = self.model.next() - self.model.first() + 2;
-        let index = self.model.first() + u64::from(at) % span;
+        let index = self.model.first().saturating_add(u64::from(at) % span);
         let res = self.wal().wait_durable(index).await;
         match res {
             Ok(()) => {
@@ -792,7 +792,7 @@ impl Runner {
 
     async fn iterate(&mut self, at: u16) {
         let span = self.model.next() - self.model.first() + 2;
-        let from = self.model.first() + u64::from(at) % span;
+        let from = self.model.first().saturating_add(u64::from(at) % span);
         let res = self.wal().iter_from(from);
         let mut it = match res {
             Ok(it) => {
