@@ -667,11 +667,16 @@ impl Runner {
                     _ => panic!("{res:?} for a record of {} bytes", rec.len()),
                 }
             } else {
+                // At the end of the index space an append is refused and
+                // nothing is admitted.
+                let exhausted = self.model.next().checked_add(1).is_none_or(|n| n == u64::MAX);
                 match res {
                     Ok(i) => {
+                        assert!(!exhausted, "an append past the index space returned Ok({i})");
                         assert_eq!(i, self.model.next(), "concurrent append returned the wrong index");
                         self.acknowledge(vec![rec]);
                     }
+                    Err(Error::InvalidArgument(_)) if exhausted => self.last_ok = false,
                     Err(e) => self.append_failed(vec![rec], e, stopped_at.is_none_or(|s| s < k)),
                 }
             }
