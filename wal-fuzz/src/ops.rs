@@ -668,15 +668,18 @@ impl Runner {
                 }
             } else {
                 // At the end of the index space an append is refused and
-                // nothing is admitted.
+                // nothing is admitted. The appends of this call before it
+                // may have held indices when it was refused, even if they
+                // failed later: up to `k` more.
                 let exhausted = self.model.next().checked_add(1).is_none_or(|n| n == u64::MAX);
+                let may_be_exhausted = self.model.next().saturating_add(k as u64 + 1) == u64::MAX;
                 match res {
                     Ok(i) => {
                         assert!(!exhausted, "an append past the index space returned Ok({i})");
                         assert_eq!(i, self.model.next(), "concurrent append returned the wrong index");
                         self.acknowledge(vec![rec]);
                     }
-                    Err(Error::InvalidArgument(_)) if exhausted => self.last_ok = false,
+                    Err(Error::InvalidArgument(_)) if may_be_exhausted => self.last_ok = false,
                     Err(e) => self.append_failed(vec![rec], e, stopped_at.is_none_or(|s| s < k)),
                 }
             }
