@@ -165,9 +165,7 @@ impl<F: Fs> State<F> {
             if empty && index > self.frontier.admitted() {
                 // A refused call changes nothing: the index space is
                 // checked before the log moves (found by the ops fuzzer).
-                if index.checked_add(records).is_none_or(|n| n == u64::MAX) {
-                    return Err(Error::InvalidArgument("the u64 index space is exhausted".into()));
-                }
+                fits_index_space(index, records)?;
                 // Nothing is buffered: a full prune writes the buffer first
                 // and no segment exists to buffer into since.
                 self.frontier.emptied_at(index);
@@ -185,9 +183,7 @@ impl<F: Fs> State<F> {
             return Ok(None);
         }
         let first = self.frontier.admitted();
-        if first.checked_add(records).is_none_or(|n| n == u64::MAX) {
-            return Err(Error::InvalidArgument("the u64 index space is exhausted".into()));
-        }
+        fits_index_space(first, records)?;
         Ok(Some(first))
     }
 
@@ -712,5 +708,14 @@ impl<F: Fs> Inner<F> {
     /// Whether the sync policy makes every write durable before acknowledging it.
     pub(crate) fn syncs_every_write(&self) -> bool {
         !matches!(self.opts.sync_policy, SyncPolicy::Manual)
+    }
+}
+
+/// `records` indices from `first` leave the next index below `u64::MAX`,
+/// which no log reaches.
+fn fits_index_space(first: u64, records: u64) -> Result<()> {
+    match first.checked_add(records) {
+        Some(n) if n < u64::MAX => Ok(()),
+        _ => Err(Error::InvalidArgument("the u64 index space is exhausted".into())),
     }
 }
